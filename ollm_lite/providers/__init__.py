@@ -1,0 +1,1 @@
+"""Provider adapters: one module per backend, all behind :class:`ProviderAdapter`."""

@@ -1,0 +1,239 @@
+"""The provider protocol and the pieces every adapter shares.
+
+:class:`ProviderAdapter` is what the chat runtime and the registry program against. Built-in
+adapters derive from :class:`BaseProvider`, which answers every optional operation with
+:class:`~ollm_lite.errors.UnsupportedOperation` (never ``AttributeError``) and derives the
+non-streaming :meth:`chat` from :meth:`chat_stream`. Third-party adapters may do the same or
+implement the protocol from scratch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from ..errors import Cancelled, UnsupportedOperation, error_from_code
+from ..types import (
+    ChatResult,
+    EmbeddingResult,
+    ErrorEvent,
+    ErrorInfo,
+    FinishEvent,
+    HealthStatus,
+    ModelInfo,
+    ProviderCapabilities,
+    ProviderEvent,
+    ProviderRequest,
+    PullProgress,
+    TextEvent,
+    ThinkingEvent,
+    ToolCall,
+    ToolCallEvent,
+    Usage,
+)
+
+__all__ = [
+    "BaseProvider",
+    "ProviderAdapter",
+    "approx_token_count",
+    "collect_result",
+    "request_chars",
+]
+
+
+@runtime_checkable
+class ProviderAdapter(Protocol):
+    """What every provider offers. Optional operations raise ``UnsupportedOperation``."""
+
+    name: str
+    streaming_format: str
+    capabilities: ProviderCapabilities
+
+    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        """Stream one model response; ends with exactly one FinishEvent or ErrorEvent."""
+        ...
+
+    def chat(self, request: ProviderRequest) -> ChatResult:
+        """One model response, whole. Raises the error a stream would report."""
+        ...
+
+    def count_tokens(self, request: ProviderRequest) -> int: ...
+
+    def context_length(self, model: str) -> int | None: ...
+
+    def list_models(self) -> list[ModelInfo]: ...
+
+    def show_model(self, name: str) -> ModelInfo: ...
+
+    def pull_model(
+        self,
+        name: str,
+        on_progress: Callable[[PullProgress], None] | None = None,
+        cancel: Any = None,
+    ) -> None: ...
+
+    def delete_model(self, name: str) -> None: ...
+
+    def embed(self, texts: list[str], model: str | None = None) -> EmbeddingResult: ...
+
+    def health(self) -> HealthStatus: ...
+
+    def model_capabilities(self, model: str) -> ProviderCapabilities: ...
+
+
+def request_chars(request: ProviderRequest) -> int:
+    """Characters the model will read: system prompt, message text, tool calls and schemas."""
+    total = len(request.system_prompt or "")
+    for message in request.messages:
+        total += len(message.text)
+        for call in message.tool_calls:
+            total += len(call.name) + len(call.arguments or json.dumps(call.args))
+    for schema in request.tools or ():
+        total += len(schema.name) + len(schema.description or "")
+        if schema.parameters:
+            total += len(json.dumps(schema.parameters, separators=(",", ":")))
+    return total
+
+
+def approx_token_count(request: ProviderRequest) -> int:
+    """The fallback estimate used where no tokenizer exists: ceil(characters / 4)."""
+    return math.ceil(request_chars(request) / 4)
+
+
+def collect_result(events: Iterable[ProviderEvent]) -> ChatResult:
+    """Fold a provider stream into a :class:`ChatResult`.
+
+    Raises:
+        OllmError: the error an ``ErrorEvent`` carried (same class and code).
+        Cancelled: ``CANCELLED`` when the stream finished with reason ``cancelled``.
+    """
+    text: list[str] = []
+    thinking: list[str] = []
+    calls: list[ToolCall] = []
+    for event in events:
+        if isinstance(event, TextEvent):
+            text.append(event.value)
+        elif isinstance(event, ThinkingEvent):
+            thinking.append(event.value)
+        elif isinstance(event, ToolCallEvent):
+            calls.append(event.value)
+        elif isinstance(event, ErrorEvent):
+            raise error_from_code(event.error)
+        elif isinstance(event, FinishEvent):
+            if event.reason == "cancelled":
+                raise Cancelled("the request was cancelled")
+            return _result(text, thinking, calls, event)
+    raise error_from_code(ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE"))
+
+
+def _result(
+    text: list[str], thinking: list[str], calls: list[ToolCall], finish: FinishEvent
+) -> ChatResult:
+    reason: Any = {"tool": "tool_calls"}.get(finish.reason, finish.reason)
+    if calls:
+        reason = "tool_calls"
+    return ChatResult(
+        content="".join(text) if text or not calls else None,
+        finish_reason=reason,
+        tool_calls=calls,
+        usage=finish.usage,
+        thinking="".join(thinking) if thinking else None,
+    )
+
+
+class BaseProvider:
+    """Defaults shared by the built-in adapters.
+
+    Subclasses set ``name``, ``streaming_format`` and ``capabilities`` and implement
+    :meth:`chat_stream`; everything optional raises ``UnsupportedOperation`` until overridden.
+    """
+
+    name: ClassVar[str] = "base"
+    streaming_format: ClassVar[str] = "sse"
+    capabilities: ProviderCapabilities = ProviderCapabilities()
+
+    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        """Stream one model response."""
+        raise NotImplementedError
+
+    def chat(self, request: ProviderRequest) -> ChatResult:
+        """One model response, whole (built from :meth:`chat_stream`).
+
+        Raises:
+            OllmError: with the code the stream's ``ErrorEvent`` carried.
+            Cancelled: ``CANCELLED`` when ``request.cancel`` was set.
+        """
+        stream = self.chat_stream(request)
+        try:
+            return collect_result(stream)
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+
+    def _unsupported(self, what: str) -> UnsupportedOperation:
+        return UnsupportedOperation(
+            f"the {self.name} provider does not support {what}", provider=self.name
+        )
+
+    def count_tokens(self, request: ProviderRequest) -> int:
+        """Tokens the request would use (``UNSUPPORTED_OPERATION`` where no way exists)."""
+        raise self._unsupported("token counting")
+
+    def context_length(self, model: str) -> int | None:
+        """The model's context window in tokens, or ``None`` when the server does not say."""
+        return None
+
+    def list_models(self) -> list[ModelInfo]:
+        """Models the server offers."""
+        raise self._unsupported("listing models")
+
+    def show_model(self, name: str) -> ModelInfo:
+        """Details of one model."""
+        raise self._unsupported("showing models")
+
+    def pull_model(
+        self,
+        name: str,
+        on_progress: Callable[[PullProgress], None] | None = None,
+        cancel: Any = None,
+    ) -> None:
+        """Download a model."""
+        raise self._unsupported("pulling models")
+
+    def delete_model(self, name: str) -> None:
+        """Delete a model."""
+        raise self._unsupported("deleting models")
+
+    def embed(self, texts: list[str], model: str | None = None) -> EmbeddingResult:
+        """Embedding vectors for ``texts``."""
+        raise self._unsupported("embeddings")
+
+    def health(self) -> HealthStatus:
+        """Whether the server answers; never raises."""
+        return HealthStatus(
+            ok=True,
+            provider=self.name,
+            base_url="",
+            checked_at=datetime.now(timezone.utc),
+            latency_ms=0.0,
+        )
+
+    def model_capabilities(self, model: str) -> ProviderCapabilities:
+        """What ``model`` can do; the provider's capabilities where the backend does not say."""
+        return self.capabilities
+
+
+def usage_from(prompt: Any, completion: Any, total: Any = None, **extra: Any) -> Usage:
+    """A :class:`Usage` from loosely typed wire numbers (absent or non-int become ``None``)."""
+
+    def num(v: Any) -> int | None:
+        return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+    p, c, t = num(prompt), num(completion), num(total)
+    if t is None and p is not None and c is not None:
+        t = p + c
+    return Usage(p, c, t, {k: v for k, v in extra.items() if v is not None})
