@@ -167,9 +167,7 @@ class Message:
     @classmethod
     def tool(cls, result: ToolResult, call: ToolCall) -> Message:
         """The message that returns ``result`` for ``call`` to the model."""
-        return cls(
-            "tool", [TextPart(result.to_json())], name=call.name, tool_call_id=call.id
-        )
+        return cls("tool", [TextPart(result.to_json())], name=call.name, tool_call_id=call.id)
 
 
 # --------------------------------------------------------------------------- tools
@@ -257,7 +255,7 @@ class ProviderRequest:
     tool_choice: ToolChoice = "auto"
     """``"auto"``, ``"none"`` or ``{"name": tool_name}`` to force one tool."""
     options: GenerationOptions = field(default_factory=GenerationOptions)
-    response_format: None | Literal["json"] | dict[str, Any] = None
+    response_format: Literal["json"] | dict[str, Any] | None = None
     """``"json"`` for any JSON object, a dict for a JSON Schema (structured output)."""
     cancel: threading.Event | None = None
     timeout: float | None = None

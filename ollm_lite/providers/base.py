@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import Cancelled, UnsupportedOperation, error_from_code
@@ -218,7 +218,7 @@ class BaseProvider:
             ok=True,
             provider=self.name,
             base_url="",
-            checked_at=datetime.now(timezone.utc),
+            checked_at=datetime.now(UTC),
             latency_ms=0.0,
         )
 
