@@ -1,0 +1,1037 @@
+"""HTTP transport: the only module that imports ``requests``.
+
+One :class:`Transport` per provider instance owns one ``requests.Session`` (connection reuse;
+safe to share between threads for separate requests) and gives providers two calls:
+:meth:`Transport.request_json` for whole answers and :meth:`Transport.open_stream` for
+streamed ones. Around every request it adds:
+
+* timeouts suited to local servers: connect 5 s, idle 120 s (the longest gap without content),
+  and an optional total deadline (:class:`Timeouts`);
+* retries *before the first byte reaches the caller* only: connection errors, 408, 429, 500,
+  502, 503, 504, with exponential backoff and jitter, honouring ``Retry-After`` and
+  ``retry-after-ms`` up to 60 s (:class:`RetryPolicy`). Content already delivered is never
+  replayed;
+* one mapping from HTTP status to the exception tree (:func:`error_for_status`), carrying the
+  server's own message, never its whole body;
+* cancellation through a ``threading.Event``: a small watcher thread per request shuts the
+  socket down when the event is set (or the deadline passes), which interrupts a read that is
+  blocked on a silent server. A cancel already set sends nothing;
+* redaction: API keys never appear in errors or logs, and custom auth headers are dropped when a
+  redirect leaves the host.
+
+No ``requests``, ``urllib3`` or ``json`` exception escapes: everything becomes an
+:class:`~ollm_lite.errors.OllmError`. ``KeyboardInterrupt`` passes through untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import json
+import logging
+import random
+import re
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+from urllib.parse import urlsplit
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+from . import __version__
+from .errors import (
+    AuthenticationError,
+    BadResponse,
+    Cancelled,
+    ConfigError,
+    ConnectionFailed,
+    HTTPStatusError,
+    ModelNotFound,
+    OllmError,
+    RateLimited,
+    RequestTimeout,
+)
+
+__all__ = [
+    "RetryPolicy",
+    "StreamResponse",
+    "Timeouts",
+    "Transport",
+    "error_for_status",
+    "normalize_base_url",
+    "parse_retry_after",
+]
+
+logger = logging.getLogger(__name__)
+
+_E = TypeVar("_E", bound=OllmError)
+
+#: How often the watcher looks at the cancel event; bounds cancellation latency.
+_CANCEL_POLL_S = 0.01
+#: Largest error body read to extract the server's message.
+_MAX_ERROR_BODY = 64 * 1024
+#: Largest non-streamed answer accepted.
+_MAX_BODY = 256 * 1024 * 1024
+_SENSITIVE_HEADERS = ("x-api-key", "api-key", "x-goog-api-key")
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Time limits of one request, in seconds.
+
+    Attributes:
+        connect: Limit for opening the TCP connection.
+        idle: Longest wait for the response to begin and, once it streams, the longest gap
+            without content (keep-alive comments do not count as content).
+        total: Deadline for the whole request, streaming included; ``None`` for none.
+    """
+
+    connect: float = 5.0
+    idle: float = 120.0
+    total: float | None = None
+
+    @classmethod
+    def of(cls, value: float | Timeouts | None, default: Timeouts | None = None) -> Timeouts:
+        """Coerce a number (idle limit, connect capped at 5 s) or ``None`` to ``Timeouts``."""
+        if isinstance(value, Timeouts):
+            return value
+        base = default or cls()
+        if value is None:
+            return base
+        value = float(value)
+        if value <= 0:
+            raise ConfigError(f"timeout must be positive, got {value}")
+        return cls(connect=min(base.connect, value), idle=value, total=base.total)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """When and how long to wait before trying a request again.
+
+    Only failures before any content reached the caller are retried.
+    """
+
+    retries: int = 2
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    max_retry_after: float = 60.0
+    statuses: frozenset[int] = field(default=frozenset({408, 429, 500, 502, 503, 504}))
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before try number ``attempt + 1`` (``attempt`` counts from 0)."""
+        if retry_after is not None:
+            return retry_after
+        base: float = min(self.max_backoff, self.backoff * 2.0**attempt)
+        return min(self.max_backoff, base * random.uniform(0.75, 1.25))
+
+
+def normalize_base_url(url: str, *, strip_suffix: str | None = None) -> str:
+    """Validate an ``http(s)://host[:port][/path]`` URL; drop trailing ``/`` and ``strip_suffix``.
+
+    A bare ``host``, ``host:port`` or ``:port`` gets ``http://`` (as Ollama's own
+    ``OLLAMA_HOST`` parsing does).
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for a URL that is not http(s) or has no host.
+    """
+    text = url.strip()
+    if text.startswith(":"):
+        text = "127.0.0.1" + text
+    if "://" not in text:
+        text = "http://" + text
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"invalid base URL {url!r}: expected http(s)://host[:port]")
+    try:
+        parts.port  # noqa: B018 - validates the port number
+    except ValueError as exc:
+        raise ConfigError(f"invalid base URL {url!r}: bad port") from exc
+    text = text.rstrip("/")
+    if strip_suffix and text.endswith(strip_suffix):
+        text = text[: -len(strip_suffix)].rstrip("/")
+    return text
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date).
+
+    Negative, unparseable or absent values give ``None``.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            value = float(ms) / 1000.0
+            if value >= 0 and value == value and value != float("inf"):
+                return value
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    raw = raw.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", raw):
+        return float(raw)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+# --------------------------------------------------------------------------- redaction
+
+
+class _Redactor:
+    """Replaces secrets in text with ``***``."""
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self._secrets = tuple(sorted({s for s in secrets if s and len(s) >= 4}, key=len)[::-1])
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+    def obj(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {k: self.obj(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.obj(v) for v in value]
+        return value
+
+
+# --------------------------------------------------------------------------- error mapping
+
+
+def _server_message(body: bytes, content_type: str) -> tuple[str, dict[str, Any]]:
+    """The server's own error text and a few structured facts, never the whole body."""
+    facts: dict[str, Any] = {}
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        obj: Any = json.loads(text) if text else None
+    except (ValueError, RecursionError):
+        obj = None
+    if isinstance(obj, list) and len(obj) == 1:  # Gemini's streamed array form
+        obj = obj[0]
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        message: Any = None
+        if isinstance(err, str):
+            message = err
+        elif isinstance(err, dict):
+            message = err.get("message") or err.get("msg")
+            for key in ("status", "type", "code"):
+                if isinstance(err.get(key), str | int) and not isinstance(err.get(key), bool):
+                    facts[key] = err[key]
+            for item in err.get("details") or ():
+                if not isinstance(item, dict):
+                    continue
+                if isinstance(item.get("reason"), str):
+                    facts["reason"] = item["reason"]
+                if isinstance(item.get("retryDelay"), str):
+                    facts["retry_delay"] = item["retryDelay"]
+        if message is None and "detail" in obj:  # FastAPI (llama-cpp-python's server)
+            detail = obj["detail"]
+            if isinstance(detail, list):
+                message = "; ".join(
+                    str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail[:5]
+                )
+            else:
+                message = detail
+        if message is not None:
+            return str(message)[:1000], facts
+    if "html" in content_type.lower() or text.lstrip().lower().startswith(("<!doctype", "<html")):
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
+        summary = title.group(1).strip() if title else "an HTML page"
+        return f"{summary[:200]} (HTML error page, probably from a proxy)", facts
+    if obj is None and text:
+        return text[:300], facts
+    return "", facts
+
+
+def error_for_status(
+    status: int,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    provider: str,
+    url: str,
+    model: str | None = None,
+    not_found: Literal["model", "route"] = "route",
+    redact: Callable[[str], str] = lambda s: s,
+    model_hint: str = "",
+) -> OllmError:
+    """The one mapping from an HTTP error answer to an exception.
+
+    401/403 (and Gemini's ``API_KEY_INVALID``) → ``AuthenticationError``; 404 →
+    ``ModelNotFound`` when ``not_found == "model"`` (or Google says ``NOT_FOUND``), else
+    ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
+    ``RequestTimeout``; anything else → ``HTTPStatusError``.
+    """
+    message, facts = _server_message(body, headers.get("content-type", ""))
+    message = redact(message)
+    reason = facts.get("reason")
+    google_status = facts.get("status") if isinstance(facts.get("status"), str) else None
+    details: dict[str, Any] = {"status": status, "url": url, **facts}
+    where = f"{provider} at {url}"
+    server_says = f": {message}" if message else ""
+    kw: dict[str, Any] = {"details": details, "provider": provider, "model": model}
+
+    if (
+        status in (401, 403)
+        or reason == "API_KEY_INVALID"
+        or google_status
+        in (
+            "UNAUTHENTICATED",
+            "PERMISSION_DENIED",
+        )
+    ):
+        return AuthenticationError(
+            f"{where} rejected the credentials (HTTP {status}){server_says}. "
+            "Check the API key given to the provider.",
+            status=status,
+            **kw,
+        )
+    if status == 429 or google_status == "RESOURCE_EXHAUSTED":
+        retry_after = parse_retry_after(headers)
+        if retry_after is None and isinstance(facts.get("retry_delay"), str):
+            match = re.fullmatch(r"(\d+(?:\.\d+)?)s", facts["retry_delay"])
+            retry_after = float(match.group(1)) if match else None
+        details["retry_after"] = retry_after
+        return RateLimited(
+            f"{where} is rate limiting requests (HTTP {status}){server_says}",
+            status=status,
+            retry_after=retry_after,
+            **kw,
+        )
+    if status == 404 and model and (not_found == "model" or google_status == "NOT_FOUND"):
+        hint = f" {model_hint.format(model=model)}" if model_hint else ""
+        return ModelNotFound(
+            f"model {model!r} not found on {where}{server_says}.{hint}", status=status, **kw
+        )
+    if status in (408, 504):
+        return RequestTimeout(f"{where} timed out (HTTP {status}){server_says}", **kw)
+    return HTTPStatusError(f"{where} answered HTTP {status}{server_says}", status=status, **kw)
+
+
+# --------------------------------------------------------------------------- cancellation
+
+
+class _Scope:
+    """The sockets of one request, so another thread can interrupt a blocked read."""
+
+    __slots__ = ("_lock", "conns", "done", "reason")
+
+    def __init__(self) -> None:
+        self.conns: list[HTTPConnection] = []
+        self.reason: Literal["cancelled", "deadline"] | None = None
+        self.done = threading.Event()
+        self._lock = threading.Lock()
+
+    def attach(self, conn: HTTPConnection) -> None:
+        with self._lock:
+            self.conns.append(conn)
+            if self.reason is not None:
+                _shutdown(conn)
+
+    def abort(self, reason: Literal["cancelled", "deadline"]) -> None:
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+            for conn in self.conns:
+                _shutdown(conn)
+
+
+def _shutdown(conn: HTTPConnection) -> None:
+    sock = getattr(conn, "sock", None)
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+_current = threading.local()
+
+
+def _attach_current(conn: HTTPConnection) -> None:
+    scope: _Scope | None = getattr(_current, "scope", None)
+    if scope is not None:
+        scope.attach(conn)
+
+
+class _ScopedHTTPConnection(HTTPConnection):
+    """Registers itself with the sending thread's scope before each request."""
+
+    def connect(self) -> None:
+        super().connect()
+        _attach_current(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:
+            _attach_current(self)
+        super().request(*args, **kwargs)
+
+
+class _ScopedHTTPSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        _attach_current(self)
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:
+            _attach_current(self)
+        super().request(*args, **kwargs)
+
+
+class _ScopedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _ScopedHTTPConnection
+
+
+class _ScopedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _ScopedHTTPSConnection
+
+
+class _Adapter(HTTPAdapter):
+    """An adapter whose connections can be interrupted from another thread; no retries."""
+
+    def __init__(self) -> None:
+        super().__init__(max_retries=0, pool_maxsize=16)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _ScopedHTTPPool,
+            "https": _ScopedHTTPSPool,
+        }
+
+
+class _Session(requests.Session):
+    """A session that drops custom auth headers when a redirect leaves the host."""
+
+    def rebuild_auth(self, prepared_request: Any, response: Any) -> None:
+        super().rebuild_auth(prepared_request, response)  # type: ignore[no-untyped-call]
+        if self.should_strip_auth(  # type: ignore[no-untyped-call]
+            response.request.url, prepared_request.url
+        ):
+            for name in _SENSITIVE_HEADERS:
+                prepared_request.headers.pop(name, None)
+
+
+class _Watcher:
+    """Interrupts a request when its cancel event is set or its deadline passes."""
+
+    __slots__ = ("_thread",)
+
+    def __init__(
+        self, scope: _Scope, cancel: threading.Event | None, deadline: float | None
+    ) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(scope, cancel, deadline), name="ollm-cancel-watch", daemon=True
+        )
+        self._thread.start()
+
+    @staticmethod
+    def _run(scope: _Scope, cancel: threading.Event | None, deadline: float | None) -> None:
+        poll = _CANCEL_POLL_S
+        while not scope.done.wait(poll):
+            if cancel is not None and cancel.is_set():
+                scope.abort("cancelled")
+                return
+            if deadline is not None and time.monotonic() >= deadline:
+                scope.abort("deadline")
+                return
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+# --------------------------------------------------------------------------- streaming response
+
+
+class StreamResponse:
+    """An open HTTP response being streamed. Use as a context manager; it owns the connection.
+
+    Iterate with :meth:`iter_chunks` (raw byte chunks) or :meth:`iter_decoded` (events from a
+    sans-IO decoder, with the idle-content limit applied).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        response: requests.Response,
+        scope: _Scope,
+        watcher: _Watcher | None,
+        cancel: threading.Event | None,
+        deadline: float | None,
+        timeouts: Timeouts,
+        model: str | None,
+    ) -> None:
+        self._transport = transport
+        self._response = response
+        self._scope = scope
+        self._watcher = watcher
+        self._cancel = cancel
+        self._deadline = deadline
+        self._timeouts = timeouts
+        self._model = model
+        self._closed = False
+        self.status = response.status_code
+        self.headers: Mapping[str, str] = response.headers
+
+    def __enter__(self) -> StreamResponse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the connection: back to the pool when fully read, closed otherwise."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):  # closing must never raise
+            self._response.close()
+        self._scope.done.set()
+        if self._watcher is not None:
+            self._watcher.join()
+
+    def _cancelled(self) -> bool:
+        return self._scope.reason == "cancelled" or (
+            self._cancel is not None and self._cancel.is_set()
+        )
+
+    def _read_error(self, exc: BaseException) -> OllmError:
+        """Translate a failure while reading the body."""
+        if self._cancelled():
+            return Cancelled("the request was cancelled", provider=self._transport.provider)
+        if self._scope.reason == "deadline":
+            return self._transport._deadline_error(self._timeouts, self._model)
+        if isinstance(exc, requests.exceptions.Timeout | urllib3.exceptions.ReadTimeoutError):
+            return RequestTimeout(
+                f"{self._transport.provider} at {self._transport.base_url} sent nothing for "
+                f"{self._timeouts.idle:g} s",
+                provider=self._transport.provider,
+                model=self._model,
+                details={"idle_timeout": self._timeouts.idle},
+            )
+        return ConnectionFailed(
+            f"the connection to {self._transport.provider} at {self._transport.base_url} was "
+            f"lost mid-stream ({type(exc).__name__})",
+            url=self._transport.base_url,
+            provider=self._transport.provider,
+            model=self._model,
+        )
+
+    def _is_reset(self, exc: BaseException) -> bool:
+        seen: set[int] = set()
+        cur: BaseException | None = exc
+        while cur is not None and id(cur) not in seen:
+            seen.add(id(cur))
+            if isinstance(cur, ConnectionResetError | BrokenPipeError | TimeoutError):
+                return True
+            if isinstance(cur, requests.exceptions.Timeout | urllib3.exceptions.ReadTimeoutError):
+                return True
+            nxt = cur.__cause__ or cur.__context__
+            if nxt is None and cur.args and isinstance(cur.args[-1], BaseException):
+                nxt = cur.args[-1]
+            cur = nxt
+        return False
+
+    def iter_chunks(self) -> Iterator[bytes]:
+        """Raw body chunks as they arrive (one HTTP chunk each for chunked bodies).
+
+        A clean end of the connection, even one that breaks chunked framing, just ends the
+        iteration: the provider decides whether the stream was complete.
+
+        Raises:
+            Cancelled: ``CANCELLED`` when the cancel event was set.
+            RequestTimeout: ``LLM_TIMEOUT`` on the idle limit or the total deadline.
+            ConnectionFailed: ``CONNECTION_FAILED`` when the connection was reset.
+        """
+        raw = self._response.raw
+        cancel = self._cancel
+        try:
+            if raw.chunked and raw.supports_chunked_reads():
+                source: Iterator[bytes] = raw.read_chunked(None, decode_content=True)
+            else:
+                source = _read1_iter(raw)
+            for chunk in source:
+                if chunk:
+                    if cancel is not None and cancel.is_set():
+                        raise self._read_error(EOFError())
+                    yield chunk
+        except OllmError:
+            raise
+        except (
+            requests.RequestException,
+            urllib3.exceptions.HTTPError,
+            OSError,
+            ValueError,
+            AttributeError,
+        ) as exc:
+            if self._scope.reason is None and not self._cancelled() and not self._is_reset(exc):
+                self._response._content_consumed = True  # type: ignore[attr-defined]
+                return  # clean close that broke the framing: the caller sees a short stream
+            raise self._read_error(exc) from exc
+        if self._scope.reason is not None or self._cancelled():
+            raise self._read_error(EOFError())
+        self._response._content_consumed = True  # type: ignore[attr-defined]
+
+    def iter_decoded(self, decoder: Any) -> Iterator[Any]:
+        """Items produced by a sans-IO ``decoder`` (``feed``/``flush``) from the body.
+
+        The idle limit counts *content*: chunks that produce no item (keep-alive comments,
+        pings, half lines) do not reset it.
+
+        Raises:
+            RequestTimeout: ``LLM_TIMEOUT`` when no item arrived for ``Timeouts.idle`` seconds.
+            BadResponse: ``LLM_BAD_RESPONSE`` from the decoder (over-long line).
+            Cancelled, ConnectionFailed: as :meth:`iter_chunks`.
+        """
+        idle = self._timeouts.idle
+        monotonic = time.monotonic
+        feed = decoder.feed
+        last = monotonic()
+        for chunk in self.iter_chunks():
+            items = feed(chunk)
+            now = monotonic()
+            if items:
+                last = now
+                yield from items
+            elif now - last > idle:
+                raise RequestTimeout(
+                    f"{self._transport.provider} sent no content for {idle:g} s",
+                    provider=self._transport.provider,
+                    model=self._model,
+                    details={"idle_timeout": idle},
+                )
+        yield from decoder.flush()
+
+    def read_body(self, limit: int = _MAX_BODY) -> bytes:
+        """The whole remaining body (bounded by ``limit``)."""
+        parts: list[bytes] = []
+        size = 0
+        for chunk in self.iter_chunks():
+            size += len(chunk)
+            if size > limit:
+                raise BadResponse(
+                    f"{self._transport.provider} answered more than {limit} bytes",
+                    provider=self._transport.provider,
+                )
+            parts.append(chunk)
+        return b"".join(parts)
+
+
+def _read1_iter(raw: Any) -> Iterator[bytes]:
+    read1 = getattr(raw, "read1", None)
+    if read1 is None:  # urllib3 < 2: read the http.client response directly
+        read1 = raw._fp.read1
+        while True:
+            data = read1(65536)
+            if not data:
+                return
+            yield data
+    while True:
+        data = read1(65536, decode_content=True)
+        if not data:
+            return
+        yield data
+
+
+# --------------------------------------------------------------------------- transport
+
+
+class Transport:
+    """HTTP access for one provider instance.
+
+    Args:
+        base_url: Server root, already normalised (see :func:`normalize_base_url`).
+        provider: Provider name used in messages and error details.
+        headers: Headers sent with every request (auth included).
+        secrets: Values that must never appear in messages (API keys).
+        timeouts: Default limits; per request, ``timeout=`` sets the total deadline.
+        retry: Retry policy for failures before the first byte.
+        start_hint: What to tell the user when the server cannot be reached.
+        model_hint: Added to ``MODEL_NOT_FOUND`` messages; ``{model}`` is replaced.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        provider: str,
+        headers: Mapping[str, str] | None = None,
+        secrets: Sequence[str] = (),
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        start_hint: str = "",
+        model_hint: str = "",
+    ) -> None:
+        self.base_url = base_url
+        self.provider = provider
+        self.timeouts = timeouts or Timeouts()
+        self.retry = retry or RetryPolicy()
+        self.start_hint = start_hint
+        self.model_hint = model_hint
+        self.redact = _Redactor(secrets)
+        self._headers = {"User-Agent": f"ollm-lite/{__version__}", **(headers or {})}
+        self._session: _Session | None = None
+        self._session_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Transport(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    @property
+    def session(self) -> requests.Session:
+        """The ``requests.Session`` (created on first use)."""
+        if self._session is None:
+            with self._session_lock:
+                if self._session is None:
+                    session = _Session()
+                    adapter = _Adapter()
+                    session.mount("http://", adapter)
+                    session.mount("https://", adapter)
+                    session.headers.update(self._headers)
+                    self._session = session
+        return self._session
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def url(self, path: str) -> str:
+        """Absolute URL of ``path`` (an absolute URL is returned unchanged)."""
+        if "://" in path:
+            return path
+        return self.base_url + ("" if path.startswith("/") else "/") + path
+
+    # ------------------------------------------------------------------ public calls
+
+    def open_stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
+        timeout: float | None = None,
+        model: str | None = None,
+        not_found: Literal["model", "route"] = "route",
+        retry: bool = True,
+    ) -> StreamResponse:
+        """Send a request and return the open response once a success status arrived.
+
+        Args:
+            method: HTTP method.
+            path: Path below ``base_url`` (or an absolute URL).
+            json_body: JSON body.
+            params: Query parameters.
+            headers: Extra headers for this request.
+            cancel: Setting it interrupts the request at any point.
+            timeout: Total deadline in seconds (``None``: the transport default).
+            model: Model name for messages and ``MODEL_NOT_FOUND``.
+            not_found: Whether a 404 means the model (``"model"``) or the route is missing.
+            retry: Whether to apply the retry policy.
+
+        Raises:
+            Cancelled: ``CANCELLED``.
+            ConnectionFailed: ``CONNECTION_FAILED``.
+            RequestTimeout: ``LLM_TIMEOUT``.
+            AuthenticationError, ModelNotFound, RateLimited, HTTPStatusError: from the status.
+        """
+        timeouts = (
+            self.timeouts
+            if timeout is None
+            else Timeouts(self.timeouts.connect, self.timeouts.idle, timeout)
+        )
+        deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
+        url = self.url(path)
+        body = None
+        req_headers = dict(headers or {})
+        if json_body is not None:
+            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
+            req_headers.setdefault("Content-Type", "application/json")
+        policy = self.retry
+        attempt = 0
+        while True:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("the request was cancelled", provider=self.provider, model=model)
+            try:
+                return self._send_once(
+                    method,
+                    url,
+                    body,
+                    params,
+                    req_headers,
+                    cancel,
+                    deadline,
+                    timeouts,
+                    model,
+                    not_found,
+                )
+            except _Retryable as exc:
+                err = exc.error
+                err.details["attempts"] = attempt + 1
+                wait = exc.retry_after
+                can_retry = retry and attempt < policy.retries
+                if wait is not None and wait > policy.max_retry_after:
+                    can_retry = False
+                delay = policy.delay(attempt, wait)
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    can_retry = False
+                if not can_retry:
+                    raise err from exc.__cause__
+                logger.debug(
+                    "%s %s failed (%s); retry %d in %.2f s",
+                    method,
+                    url,
+                    err.code,
+                    attempt + 1,
+                    delay,
+                )
+                if cancel is not None:
+                    if cancel.wait(delay):
+                        raise Cancelled(
+                            "the request was cancelled", provider=self.provider, model=model
+                        ) from None
+                else:
+                    time.sleep(delay)
+                attempt += 1
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
+        timeout: float | None = None,
+        model: str | None = None,
+        not_found: Literal["model", "route"] = "route",
+        allow_empty: bool = False,
+    ) -> Any:
+        """Send a request and return its decoded JSON answer.
+
+        Raises:
+            BadResponse: ``LLM_BAD_RESPONSE`` when the answer is not JSON.
+            OllmError: everything :meth:`open_stream` raises.
+        """
+        with self.open_stream(
+            method,
+            path,
+            json_body=json_body,
+            params=params,
+            headers=headers,
+            cancel=cancel,
+            timeout=timeout,
+            model=model,
+            not_found=not_found,
+        ) as response:
+            raw = response.read_body()
+        if not raw.strip():
+            if allow_empty:
+                return None
+            raise BadResponse(
+                f"{self.provider} at {self.base_url} sent an empty answer to {method} {path}",
+                provider=self.provider,
+                model=model,
+            )
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise BadResponse(
+                f"{self.provider} at {self.base_url} sent an answer to {method} {path} that is "
+                "not JSON",
+                provider=self.provider,
+                model=model,
+            ) from exc
+
+    # ------------------------------------------------------------------ internals
+
+    def _deadline_error(self, timeouts: Timeouts, model: str | None) -> RequestTimeout:
+        return RequestTimeout(
+            f"{self.provider} at {self.base_url} did not finish within the "
+            f"{timeouts.total:g} s deadline",
+            provider=self.provider,
+            model=model,
+            details={"deadline": timeouts.total},
+        )
+
+    def _connection_error(self, exc: BaseException, url: str, model: str | None) -> OllmError:
+        reason = "connection refused"
+        text = str(exc)
+        if (
+            "Name or service not known" in text
+            or "nodename nor servname" in text
+            or ("getaddrinfo" in text)
+        ):
+            reason = "host name could not be resolved"
+        elif "refused" not in text.lower():
+            reason = type(exc).__name__
+        hint = f" {self.start_hint}" if self.start_hint else ""
+        return ConnectionFailed(
+            f"cannot connect to {self.provider} at {self.base_url} ({reason}).{hint}",
+            url=self.base_url,
+            provider=self.provider,
+            model=model,
+            details={"url": self.redact(url)},
+        )
+
+    def _send_once(
+        self,
+        method: str,
+        url: str,
+        body: bytes | None,
+        params: Mapping[str, str] | None,
+        headers: Mapping[str, str],
+        cancel: threading.Event | None,
+        deadline: float | None,
+        timeouts: Timeouts,
+        model: str | None,
+        not_found: Literal["model", "route"],
+    ) -> StreamResponse:
+        scope = _Scope()
+        watcher = _Watcher(scope, cancel, deadline) if (cancel or deadline) else None
+        started = time.perf_counter()
+        read_timeout = timeouts.idle
+        if deadline is not None:
+            read_timeout = max(0.001, min(read_timeout, deadline - time.monotonic()))
+        _current.scope = scope
+        try:
+            response = self.session.request(
+                method,
+                url,
+                data=body,
+                params=params,
+                headers=headers,
+                stream=True,
+                timeout=(timeouts.connect, read_timeout),
+            )
+        except BaseException as exc:
+            scope.done.set()
+            if watcher is not None:
+                watcher.join()
+            if not isinstance(exc, Exception):
+                raise
+            raise self._send_error(exc, scope, cancel, timeouts, url, model) from exc
+        finally:
+            _current.scope = None
+        elapsed = (time.perf_counter() - started) * 1000
+        logger.debug("%s %s -> %d in %.1f ms", method, url, response.status_code, elapsed)
+        stream = StreamResponse(self, response, scope, watcher, cancel, deadline, timeouts, model)
+        if response.status_code < 400:
+            return stream
+        with stream:
+            try:
+                err_body = _read_limited(stream, _MAX_ERROR_BODY)
+            except OllmError as exc:
+                if isinstance(exc, Cancelled | RequestTimeout):
+                    raise
+                err_body = b""
+        err = error_for_status(
+            response.status_code,
+            err_body,
+            response.headers,
+            provider=self.provider,
+            url=self.redact(url),
+            model=model,
+            not_found=not_found,
+            redact=self.redact,
+            model_hint=self.model_hint,
+        )
+        quota = err.details.get("code") == "insufficient_quota" or err.details.get("type") == (
+            "insufficient_quota"
+        )
+        if response.status_code in self.retry.statuses and not quota:
+            retry_after = err.retry_after if isinstance(err, RateLimited) else None
+            if retry_after is None:
+                retry_after = parse_retry_after(response.headers)
+            raise _Retryable(err, retry_after)
+        raise err
+
+    def _send_error(
+        self,
+        exc: Exception,
+        scope: _Scope,
+        cancel: threading.Event | None,
+        timeouts: Timeouts,
+        url: str,
+        model: str | None,
+    ) -> Exception:
+        if scope.reason == "cancelled" or (cancel is not None and cancel.is_set()):
+            return Cancelled("the request was cancelled", provider=self.provider, model=model)
+        if scope.reason == "deadline":
+            return self._deadline_error(timeouts, model)
+        if isinstance(exc, requests.exceptions.ConnectTimeout):
+            return _Retryable(
+                RequestTimeout(
+                    f"could not connect to {self.provider} at {self.base_url} within "
+                    f"{timeouts.connect:g} s.{' ' + self.start_hint if self.start_hint else ''}",
+                    provider=self.provider,
+                    model=model,
+                ),
+                None,
+            )
+        if isinstance(exc, requests.exceptions.Timeout):
+            return RequestTimeout(
+                f"{self.provider} at {self.base_url} did not answer within {timeouts.idle:g} s",
+                provider=self.provider,
+                model=model,
+                details={"idle_timeout": timeouts.idle},
+            )
+        if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
+            return ConfigError(f"invalid URL for {self.provider}: {self.redact(str(exc))}")
+        if isinstance(exc, requests.exceptions.ConnectionError) and "RemoteDisconnected" not in (
+            str(exc)
+        ):
+            return _Retryable(self._connection_error(exc, url, model), None)
+        # Accepted, then closed without an answer: retrying is safe because nothing arrived.
+        return _Retryable(
+            ConnectionFailed(
+                f"{self.provider} at {self.base_url} closed the connection without answering",
+                url=self.base_url,
+                provider=self.provider,
+                model=model,
+            ),
+            None,
+        )
+
+
+def _read_limited(stream: StreamResponse, limit: int) -> bytes:
+    parts: list[bytes] = []
+    size = 0
+    for chunk in stream.iter_chunks():
+        parts.append(chunk)
+        size += len(chunk)
+        if size >= limit:
+            break
+    return b"".join(parts)[:limit]
+
+
+class _Retryable(Exception):
+    """Internal: a failure before the first byte that the retry policy may try again."""
+
+    def __init__(self, error: OllmError, retry_after: float | None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.retry_after = retry_after
