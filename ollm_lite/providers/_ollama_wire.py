@@ -1,0 +1,688 @@
+"""Pure mapping between the library's types and Ollama's native ``/api/*`` JSON.
+
+No I/O here: every function takes and returns plain values, so the request shapes and the
+stream assembly are testable without a server. Wire facts (field names, omitempty metrics,
+``done_reason`` values) follow ``PROTOCOLS.md`` §1.
+
+Invariants:
+
+* :func:`message_to_ollama` and :func:`message_from_ollama` are inverse on canonical messages
+  (text first as one part, then images; tool calls with ``arguments == json.dumps(args)``);
+  any other message maps to its canonical form (:func:`canonical_message`).
+* :class:`ChatStreamState` turns NDJSON objects into provider events and produces exactly one
+  terminal event: a ``FinishEvent`` on ``done: true``, an ``ErrorEvent`` on an ``error`` line,
+  a non-object line, or a stream that ended without ``done``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import random
+import string
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import BadResponse, ConfigError, ModelNotFound, OllmError
+from ..types import (
+    ErrorEvent,
+    ErrorInfo,
+    FinishEvent,
+    FinishReason,
+    GenerationOptions,
+    ImagePart,
+    Message,
+    ModelInfo,
+    Part,
+    ProviderCapabilities,
+    ProviderEvent,
+    ProviderRequest,
+    PullProgress,
+    TextEvent,
+    TextPart,
+    ThinkingEvent,
+    ToolCall,
+    ToolCallEvent,
+    ToolSchema,
+    Usage,
+)
+
+__all__ = [
+    "DEFAULT_PORT",
+    "ChatStreamState",
+    "canonical_message",
+    "capabilities_from_list",
+    "chat_body",
+    "context_length_from_show",
+    "embeddings_from",
+    "message_from_ollama",
+    "message_to_ollama",
+    "messages_to_ollama",
+    "model_info_from_show",
+    "model_info_from_tag",
+    "new_call_id",
+    "options_to_ollama",
+    "parse_ollama_host",
+    "ps_context_length",
+    "pull_error",
+    "pull_progress_from",
+    "tool_call_from_ollama",
+    "tools_to_ollama",
+    "usage_from_chunk",
+]
+
+DEFAULT_PORT = 11434
+_ROLES = ("system", "user", "assistant", "tool")
+_DURATIONS = ("total_duration", "load_duration", "prompt_eval_duration", "eval_duration")
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+_rng = random.SystemRandom()
+
+# --------------------------------------------------------------------------- host
+
+
+def parse_ollama_host(value: str) -> str:
+    """Turn an ``OLLAMA_HOST``-style value into a base URL, the way Ollama's client reads it.
+
+    Accepted: ``""``, ``host``, ``host:port``, ``:port``, ``[v6]:port``, ``http(s)://host[:port]``,
+    each with an optional path. Without a scheme the port defaults to 11434; with one, to the
+    scheme's own (80/443), as in Ollama's ``envconfig.Host()``. The listen-on-everything
+    addresses ``0.0.0.0`` and ``::`` mean "this machine" for a client: ``127.0.0.1`` / ``::1``.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for another scheme or a port that is not a number.
+    """
+    text = value.strip().strip("\"'").strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest, default_port = "http", text, DEFAULT_PORT
+    else:
+        scheme = scheme.lower()
+        if scheme not in ("http", "https"):
+            raise ConfigError(f"invalid Ollama host {value!r}: expected http:// or https://")
+        default_port = 80 if scheme == "http" else 443
+    hostport, slash, path = rest.partition("/")
+    path = path.rstrip("/")
+    port: int | None
+    try:  # a bare address without a port, IPv6 included ("::1", "[::]")
+        host, port = str(ipaddress.ip_address(hostport.strip("[]"))), None
+    except ValueError:
+        try:
+            parts = urlsplit(f"//{hostport}")
+            host = parts.hostname or ""
+            port = parts.port
+        except ValueError as exc:
+            raise ConfigError(f"invalid Ollama host {value!r}: bad port") from exc
+        if hostport.endswith(":") and port is None:  # "host:" has an empty port
+            raise ConfigError(f"invalid Ollama host {value!r}: bad port") from None
+    if any(ch.isspace() for ch in host):
+        raise ConfigError(f"invalid Ollama host {value!r}: spaces in the host name")
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            host = f"[{host}]"
+    except ValueError:
+        pass
+    if port is None:
+        port = default_port
+    shown_port = "" if (scheme, port) in (("http", 80), ("https", 443)) else f":{port}"
+    return f"{scheme}://{host}{shown_port}" + (f"/{path}" if slash and path else "")
+
+
+# --------------------------------------------------------------------------- messages
+
+_MAGIC = (
+    ("iVBORw0KGgo", "image/png"),
+    ("/9j/", "image/jpeg"),
+    ("R0lGOD", "image/gif"),
+    ("UklGR", "image/webp"),
+    ("Qk", "image/bmp"),
+)
+
+
+def _sniff_mime(data: str) -> str:
+    for prefix, mime in _MAGIC:
+        if data.startswith(prefix):
+            return mime
+    return "image/png"
+
+
+def _image_data(part: ImagePart) -> str:
+    data = part.data
+    if data.startswith("data:"):  # tolerate a data URL; Ollama wants bare base64
+        data = data.partition(",")[2]
+    return data
+
+
+def message_to_ollama(message: Message) -> dict[str, Any]:
+    """One internal :class:`Message` as an Ollama chat message.
+
+    Text parts are joined into ``content``; image parts become the ``images`` base64 list;
+    assistant tool calls become ``tool_calls`` with object arguments; a tool message carries
+    ``tool_name`` (from ``Message.name``) and ``tool_call_id``.
+    """
+    out: dict[str, Any] = {"role": message.role, "content": message.text}
+    images = [_image_data(p) for p in message.parts if isinstance(p, ImagePart)]
+    if images:
+        out["images"] = images
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "function": {"name": c.name, "arguments": c.args}}
+            for c in message.tool_calls
+        ]
+    if message.role == "tool":
+        if message.name:
+            out["tool_name"] = message.name
+        if message.tool_call_id:
+            out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def messages_to_ollama(
+    messages: Sequence[Message], system_prompt: str | None = None
+) -> list[dict[str, Any]]:
+    """The ``messages`` list of a chat request: the system prompt first, then ``messages``."""
+    out = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    out.extend(message_to_ollama(m) for m in messages)
+    return out
+
+
+def message_from_ollama(obj: Any) -> Message:
+    """An Ollama chat message (request or response shape) as an internal :class:`Message`.
+
+    The inverse of :func:`message_to_ollama`; also useful to load histories written for
+    Ollama. Image MIME types are recognised from the data (PNG when unknown), tool calls
+    without an id get a fresh ``call_…`` id.
+
+    Raises:
+        BadResponse: ``LLM_BAD_RESPONSE`` when ``obj`` is not a message object or its role is
+            unknown.
+    """
+    if not isinstance(obj, dict):
+        raise BadResponse(f"an Ollama message must be a JSON object, got {type(obj).__name__}")
+    role = str(obj.get("role", "")).lower()
+    if role not in _ROLES:
+        raise BadResponse(f"unknown Ollama message role {obj.get('role')!r}")
+    parts: list[Part] = []
+    content = obj.get("content")
+    if isinstance(content, str) and content:
+        parts.append(TextPart(content))
+    for image in obj.get("images") or ():
+        if isinstance(image, str):
+            parts.append(ImagePart(image, _sniff_mime(image)))
+    calls: list[ToolCall] = []
+    for raw in obj.get("tool_calls") or ():
+        call = tool_call_from_ollama(raw, {c.id for c in calls})
+        if call is not None:
+            calls.append(call)
+    name = obj.get("tool_name") if role == "tool" else None
+    call_id = obj.get("tool_call_id") if role == "tool" else None
+    return Message(
+        role,  # type: ignore[arg-type]  # checked against _ROLES above
+        parts,
+        name=name if isinstance(name, str) and name else None,
+        tool_call_id=call_id if isinstance(call_id, str) and call_id else None,
+        tool_calls=calls,
+    )
+
+
+def canonical_message(message: Message) -> Message:
+    """What ``message`` becomes after a trip through Ollama's format.
+
+    Text parts merge into one (dropped when empty), images follow in order with their MIME
+    type recognised from the data, tool-call arguments are re-serialised from ``args``, and
+    ``name``/``tool_call_id`` survive only on tool messages.
+    """
+    parts: list[Part] = [TextPart(message.text)] if message.text else []
+    for p in message.parts:
+        if isinstance(p, ImagePart):
+            data = _image_data(p)
+            parts.append(ImagePart(data, _sniff_mime(data)))
+    calls = [ToolCall.from_arguments(c.id, c.name, dict(c.args)) for c in message.tool_calls]
+    is_tool = message.role == "tool"
+    return Message(
+        message.role,
+        parts,
+        name=(message.name or None) if is_tool else None,
+        tool_call_id=(message.tool_call_id or None) if is_tool else None,
+        tool_calls=calls,
+    )
+
+
+def new_call_id(taken: Iterable[str] = ()) -> str:
+    """A fresh ``call_`` + 8 lowercase letters/digits id (Ollama's own shape), not in ``taken``."""
+    used = set(taken)
+    while True:
+        cid = "call_" + "".join(_rng.choices(_ID_ALPHABET, k=8))
+        if cid not in used:
+            return cid
+
+
+def tool_call_from_ollama(
+    raw: Any, taken: set[str] | frozenset[str] = frozenset()
+) -> ToolCall | None:
+    """One wire tool call as a :class:`ToolCall`; ``None`` when it has no function name.
+
+    ``arguments`` arrives as an object (``args`` = it, ``arguments`` = its JSON text); a
+    string (some proxies) is parsed; anything else gives ``args == {}``. A missing or empty
+    ``id`` is replaced by a fresh one that is not in ``taken``.
+    """
+    if not isinstance(raw, dict):
+        return None
+    fn = raw.get("function")
+    if not isinstance(fn, dict):
+        return None
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    cid = raw.get("id")
+    if not isinstance(cid, str) or not cid:
+        cid = new_call_id(taken)
+    args = fn.get("arguments")
+    if isinstance(args, dict | str) or args is None:
+        return ToolCall.from_arguments(cid, name, args)
+    return ToolCall(cid, name, {}, json.dumps(args))
+
+
+def tools_to_ollama(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
+    """Tool schemas in Ollama's (OpenAI-style) function format."""
+    out = []
+    for t in tools:
+        fn: dict[str, Any] = {"name": t.name}
+        if t.description is not None:
+            fn["description"] = t.description
+        fn["parameters"] = (
+            t.parameters if t.parameters is not None else {"type": "object", "properties": {}}
+        )
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+# --------------------------------------------------------------------------- request
+
+
+def options_to_ollama(options: GenerationOptions, num_ctx: int | None = None) -> dict[str, Any]:
+    """The ``options`` object: only the values that are set (``max_tokens`` → ``num_predict``)."""
+    pairs = (
+        ("temperature", options.temperature),
+        ("top_p", options.top_p),
+        ("top_k", options.top_k),
+        ("seed", options.seed),
+        ("repeat_penalty", options.repeat_penalty),
+        ("presence_penalty", options.presence_penalty),
+        ("frequency_penalty", options.frequency_penalty),
+        ("num_predict", options.max_tokens),
+        ("num_ctx", num_ctx),
+    )
+    out: dict[str, Any] = {k: v for k, v in pairs if v is not None}
+    if options.stop:
+        out["stop"] = list(options.stop)
+    return out
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` over ``base``: nested objects merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in extra.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            out[key] = _merge(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+def chat_body(
+    request: ProviderRequest, *, stream: bool = True, num_ctx: int | None = None
+) -> dict[str, Any]:
+    """The JSON body of ``POST /api/chat`` for ``request``.
+
+    ``tools`` is left out when there are none or ``tool_choice == "none"``; a forced tool
+    (``{"name": ...}``) sends only that tool, since Ollama has no ``tool_choice``. ``think``
+    is sent only when ``options.extra_body`` asks for it (Ollama enables thinking by itself
+    for models that support it). ``extra_body`` is merged last: nested objects such as
+    ``options`` key by key, other values replace.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` when a forced tool is not among ``request.tools``.
+    """
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": messages_to_ollama(request.messages, request.system_prompt),
+        "stream": stream,
+        "options": options_to_ollama(request.options, num_ctx),
+    }
+    tools = list(request.tools or ())
+    choice = request.tool_choice
+    if isinstance(choice, dict):
+        wanted = choice.get("name")
+        tools = [t for t in tools if t.name == wanted]
+        if not tools:
+            raise ConfigError(f"tool_choice names {wanted!r}, which is not among the tools")
+    elif choice == "none":
+        tools = []
+    if tools:
+        body["tools"] = tools_to_ollama(tools)
+    fmt = request.response_format
+    if fmt is not None:
+        body["format"] = fmt
+    extra = request.options.extra_body
+    return _merge(body, extra) if extra else body
+
+
+# --------------------------------------------------------------------------- responses
+
+
+def usage_from_chunk(chunk: dict[str, Any]) -> Usage | None:
+    """Token counts and timings of a final chunk; ``None`` when it carries no metric at all.
+
+    Ollama omits zero metrics (Go ``omitempty``): an absent count is reported as ``None``
+    (the server did not say), durations (integer nanoseconds) go to ``Usage.extra``.
+    """
+    get = chunk.get
+    prompt, completion = get("prompt_eval_count"), get("eval_count")
+    extra = {k: get(k) for k in _DURATIONS if isinstance(get(k), int | float)}
+    p = prompt if isinstance(prompt, int) and not isinstance(prompt, bool) else None
+    c = completion if isinstance(completion, int) and not isinstance(completion, bool) else None
+    if p is None and c is None and not extra:
+        return None
+    total = p + c if p is not None and c is not None else None
+    return Usage(p, c, total, extra)
+
+
+class ChatStreamState:
+    """Assembles the events of one ``/api/chat`` stream from its NDJSON objects.
+
+    :meth:`handle` returns the non-terminal events of one object and records the terminal
+    one in :attr:`terminal`; once it is set the stream is over. :meth:`end` gives the
+    terminal event for a stream that stopped without ``done: true``.
+    """
+
+    __slots__ = ("_ids", "_info", "terminal")
+
+    def __init__(self, *, provider: str = "local", model: str | None = None, url: str = "") -> None:
+        self._ids: set[str] = set()
+        self._info: dict[str, Any] = {"provider": provider, "model": model, "url": url}
+        self.terminal: FinishEvent | ErrorEvent | None = None
+
+    def _error(self, message: str) -> ErrorEvent:
+        return ErrorEvent(ErrorInfo(message, BadResponse.code, dict(self._info)))
+
+    def handle(self, chunk: Any) -> list[ProviderEvent]:
+        """Events for one decoded NDJSON object (``terminal`` is set on the last one)."""
+        if not isinstance(chunk, dict):
+            self.terminal = self._error(
+                f"Ollama sent a stream line that is not a JSON object ({type(chunk).__name__})"
+            )
+            return []
+        get = chunk.get
+        err = get("error")
+        if err is not None:
+            text = err if isinstance(err, str) else json.dumps(err)
+            self.terminal = self._error(f"Ollama reported an error mid-stream: {text}")
+            return []
+        events: list[ProviderEvent] = []
+        msg = get("message")
+        if isinstance(msg, dict):
+            thinking = msg.get("thinking")
+            if thinking and isinstance(thinking, str):
+                events.append(ThinkingEvent(thinking))
+            content = msg.get("content")
+            if content and isinstance(content, str):
+                events.append(TextEvent(content))
+            calls = msg.get("tool_calls")
+            if calls:
+                self._calls(calls, events)
+        else:
+            # /api/generate-shaped lines (Ollama's own error example uses them)
+            thinking = get("thinking")
+            if thinking and isinstance(thinking, str):
+                events.append(ThinkingEvent(thinking))
+            content = get("response")
+            if content and isinstance(content, str):
+                events.append(TextEvent(content))
+        if get("done") is True:
+            self.terminal = FinishEvent(self._reason(get("done_reason")), usage_from_chunk(chunk))
+        return events
+
+    def _calls(self, calls: Any, events: list[ProviderEvent]) -> None:
+        if not isinstance(calls, list):
+            calls = [calls]
+        for raw in calls:
+            call = tool_call_from_ollama(raw, self._ids)
+            if call is None:
+                self.terminal = self._error(f"Ollama sent a tool call without a name: {raw!r:.200}")
+                return
+            self._ids.add(call.id)
+            events.append(ToolCallEvent(call))
+
+    def _reason(self, done_reason: Any) -> FinishReason:
+        # Ollama says "stop" even when the turn ended in tool calls (PROTOCOLS.md §1.2);
+        # "load"/"unload"/absent/unknown values are a normal stop.
+        if self._ids:
+            return "tool"
+        return "length" if done_reason == "length" else "stop"
+
+    def end(self) -> FinishEvent | ErrorEvent:
+        """The terminal event: the recorded one, else "stream ended early"."""
+        if self.terminal is not None:
+            return self.terminal
+        return self._error("the Ollama stream ended early (no final `done: true` line)")
+
+
+# --------------------------------------------------------------------------- models
+
+
+def capabilities_from_list(caps: Any, base: ProviderCapabilities) -> ProviderCapabilities:
+    """Per-model capabilities from ``/api/show``'s ``capabilities`` list.
+
+    ``tools`` → tool calling, ``vision`` → vision, ``thinking`` → thinking. Without a list
+    (servers before 0.6.4) those three are unknown (``None``).
+    """
+    known = isinstance(caps, list)
+    names = {c for c in caps if isinstance(c, str)} if known else set()
+    return ProviderCapabilities(
+        streaming=base.streaming,
+        tool_calling=("tools" in names) if known else None,
+        model_management=base.model_management,
+        embeddings=base.embeddings,
+        token_counting=base.token_counting,
+        guided_decoding=base.guided_decoding,
+        vision=("vision" in names) if known else None,
+        thinking=("thinking" in names) if known else None,
+    )
+
+
+def _kind(caps: list[str]) -> Any:
+    if "embedding" in caps:
+        return "embedding"
+    if "completion" in caps or "tools" in caps or "thinking" in caps:
+        return "chat"
+    return None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _str_list(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def model_info_from_tag(entry: Any) -> ModelInfo:
+    """One ``/api/tags`` entry as a :class:`ModelInfo`.
+
+    Raises:
+        BadResponse: ``LLM_BAD_RESPONSE`` when the entry has no name.
+    """
+    if not isinstance(entry, dict) or not isinstance(entry.get("name") or entry.get("model"), str):
+        raise BadResponse(f"Ollama listed a model without a name: {entry!r:.200}")
+    details = dict(entry["details"]) if isinstance(entry.get("details"), dict) else {}
+    for key in ("digest", "model", "remote_model", "remote_host"):
+        if entry.get(key) is not None:
+            details.setdefault(key, entry[key])
+    caps = _str_list(entry.get("capabilities"))
+    return ModelInfo(
+        name=entry.get("name") or entry["model"],
+        size_bytes=_int(entry.get("size")),
+        modified_at=entry.get("modified_at") if isinstance(entry.get("modified_at"), str) else None,
+        details=details,
+        context_length=_int(details.get("context_length")),
+        capabilities=caps,
+        kind=_kind(caps),
+    )
+
+
+def context_length_from_show(show: dict[str, Any]) -> int | None:
+    """The trained maximum from ``model_info["<architecture>.context_length"]``."""
+    info = show.get("model_info")
+    if not isinstance(info, dict):
+        return None
+    arch = info.get("general.architecture")
+    if isinstance(arch, str):
+        value = _int(info.get(f"{arch}.context_length"))
+        if value is not None:
+            return value
+    for key, value in info.items():  # an architecture key that does not match its own name
+        if isinstance(key, str) and key.endswith(".context_length") and _int(value):
+            return int(value)
+    return None
+
+
+def _full_name(name: str) -> str:
+    last = name.rsplit("/", 1)[-1]
+    return name if ":" in last else name + ":latest"
+
+
+def ps_context_length(ps: Any, model: str) -> int | None:
+    """The window ``/api/ps`` reports for ``model`` when it is loaded (``None`` otherwise)."""
+    models = ps.get("models") if isinstance(ps, dict) else None
+    if not isinstance(models, list):
+        return None
+    wanted = _full_name(model)
+    for entry in models:
+        if not isinstance(entry, dict):
+            continue
+        names = {entry.get("name"), entry.get("model")}
+        if wanted in {_full_name(n) for n in names if isinstance(n, str)}:
+            return _int(entry.get("context_length"))
+    return None
+
+
+def model_info_from_show(
+    name: str, show: Any, *, num_ctx: int | None = None, loaded_ctx: int | None = None
+) -> ModelInfo:
+    """An ``/api/show`` answer as a :class:`ModelInfo`.
+
+    ``context_length`` is the window the server will really use: ``num_ctx`` when set, else
+    the loaded model's window from ``/api/ps``, else the trained maximum.
+    ``details["context_length_source"]`` says which (``"num_ctx"``, ``"loaded"``,
+    ``"trained"``); ``details["trained_context_length"]`` keeps the maximum.
+
+    Raises:
+        BadResponse: ``LLM_BAD_RESPONSE`` when ``show`` is not a JSON object.
+    """
+    if not isinstance(show, dict):
+        raise BadResponse(f"Ollama's /api/show answer for {name!r} is not a JSON object")
+    details = dict(show["details"]) if isinstance(show.get("details"), dict) else {}
+    trained = context_length_from_show(show)
+    details["trained_context_length"] = trained
+    for key in ("parameters", "template", "system", "remote_model", "remote_host"):
+        if show.get(key):
+            details[key] = show[key]
+    info = show.get("model_info")
+    if isinstance(info, dict) and isinstance(info.get("general.architecture"), str):
+        details.setdefault("architecture", info["general.architecture"])
+    context: int | None
+    if num_ctx is not None:
+        context, source = num_ctx, "num_ctx"
+    elif loaded_ctx is not None:
+        context, source = loaded_ctx, "loaded"
+    elif trained is not None:
+        context, source = trained, "trained"
+    else:
+        context, source = None, None
+    details["context_length_source"] = source
+    caps = _str_list(show.get("capabilities"))
+    modified = show.get("modified_at")
+    return ModelInfo(
+        name=name,
+        modified_at=modified if isinstance(modified, str) else None,
+        details=details,
+        context_length=context,
+        capabilities=caps,
+        kind=_kind(caps),
+    )
+
+
+# --------------------------------------------------------------------------- pull, embed
+
+
+def pull_progress_from(line: dict[str, Any]) -> PullProgress:
+    """One ``/api/pull`` progress line (``completed``/``total``/``digest`` may be absent)."""
+    status = line.get("status")
+    digest = line.get("digest")
+    return PullProgress(
+        status=status if isinstance(status, str) else "",
+        completed=_int(line.get("completed")),
+        total=_int(line.get("total")),
+        digest=digest if isinstance(digest, str) else None,
+    )
+
+
+def pull_error(message: str, *, model: str, provider: str, url: str) -> OllmError:
+    """The exception for an ``{"error": ...}`` line of a pull.
+
+    A manifest that does not exist means the registry has no such model: ``ModelNotFound``;
+    anything else is ``BadResponse`` with the server's message.
+    """
+    low = message.lower()
+    details = {"url": url}
+    if "file does not exist" in low or "not found" in low:
+        return ModelNotFound(
+            f"cannot pull {model!r}: the registry has no such model ({message}). "
+            "Check the name at https://ollama.com/library",
+            provider=provider,
+            model=model,
+            details=details,
+        )
+    return BadResponse(
+        f"pulling {model!r} failed: {message}", provider=provider, model=model, details=details
+    )
+
+
+def embeddings_from(answer: Any, expected: int, *, model: str, provider: str) -> list[list[float]]:
+    """The vectors of one ``/api/embed`` answer, checked for count and shape.
+
+    Raises:
+        BadResponse: ``LLM_BAD_RESPONSE`` when the answer has no ``embeddings`` list, the
+            wrong number of vectors, or a vector that is not a list of numbers.
+    """
+    vectors = answer.get("embeddings") if isinstance(answer, dict) else None
+    if not isinstance(vectors, list):
+        raise BadResponse(
+            f"{provider}: /api/embed answer for {model!r} has no 'embeddings' list",
+            provider=provider,
+            model=model,
+        )
+    if len(vectors) != expected:
+        raise BadResponse(
+            f"{provider}: /api/embed returned {len(vectors)} vectors for {expected} texts "
+            f"with model {model!r}",
+            provider=provider,
+            model=model,
+        )
+    for vec in vectors:
+        if not isinstance(vec, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in vec
+        ):
+            raise BadResponse(
+                f"{provider}: /api/embed returned a vector that is not a list of numbers "
+                f"for model {model!r}",
+                provider=provider,
+                model=model,
+            )
+    return vectors
