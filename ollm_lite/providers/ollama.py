@@ -221,7 +221,7 @@ class LocalProvider(BaseProvider):
             OllmError: any other transport failure (``LLM_TIMEOUT``, ``LLM_HTTP_ERROR`` …).
         """
         body = self._chat_body(request, stream=False)
-        answer = self._transport.request_json(
+        with self._transport.open_stream(
             "POST",
             "/api/chat",
             json_body=body,
@@ -229,9 +229,14 @@ class LocalProvider(BaseProvider):
             timeout=request.timeout,
             model=request.model,
             not_found="model",
-        )
+        ) as resp:
+            raw = resp.read_body()
         state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
-        events = state.handle(answer)
+        events: list[ProviderEvent] = []
+        for obj in _answer_objects(raw):
+            events += state.handle(obj)
+            if state.terminal is not None:
+                break
         events.append(state.end())
         return collect_result(events)
 
@@ -492,6 +497,25 @@ class LocalProvider(BaseProvider):
             latency_ms=latency,
             version=_version_of(raw),
         )
+
+
+def _answer_objects(raw: bytes) -> list[Any]:
+    """The objects of a non-streamed answer: one JSON object, or NDJSON from a server that
+    streamed anyway (some proxies ignore ``stream: false``).
+
+    Raises:
+        BadResponse: ``LLM_BAD_RESPONSE`` when it is neither.
+    """
+    try:
+        return [json.loads(raw)]
+    except (ValueError, RecursionError):
+        pass
+    decoder = NDJSONDecoder()
+    items = list(decoder.feed(raw))
+    items.extend(decoder.flush())
+    if not items:
+        raise BadResponse("Ollama sent an empty answer to POST /api/chat", provider="local")
+    return items
 
 
 def _version_of(raw: bytes) -> str | None:
