@@ -2,7 +2,7 @@
 
 No I/O here: every function takes and returns plain values, so the request shapes and the
 stream assembly are testable without a server. Wire facts (field names, omitempty metrics,
-``done_reason`` values) follow ``PROTOCOLS.md`` §1.
+``done_reason`` values) follow Ollama's ``docs/api.md`` and ``api/types.go``.
 
 Invariants:
 

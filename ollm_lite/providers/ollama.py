@@ -2,7 +2,9 @@
 
 Streams are NDJSON; every request goes through one :class:`~ollm_lite.transport.Transport`
 (timeouts, retries before the first byte, cancellation, status → exception). The pure
-request/response mapping lives in :mod:`ollm_lite.providers._ollama_wire`.
+request/response mapping lives in :mod:`ollm_lite.providers._ollama_wire`;
+:func:`message_to_ollama` / :func:`message_from_ollama` are re-exported here to convert
+histories between the library's messages and Ollama's.
 
 Invariants:
 
@@ -44,6 +46,8 @@ from ._ollama_wire import (
     capabilities_from_list,
     chat_body,
     embeddings_from,
+    message_from_ollama,
+    message_to_ollama,
     model_info_from_show,
     model_info_from_tag,
     parse_ollama_host,
@@ -53,7 +57,7 @@ from ._ollama_wire import (
 )
 from .base import BaseProvider, approx_token_count, collect_result
 
-__all__ = ["DEFAULT_BASE_URL", "LocalProvider"]
+__all__ = ["DEFAULT_BASE_URL", "LocalProvider", "message_from_ollama", "message_to_ollama"]
 
 logger = logging.getLogger(__name__)
 
@@ -290,8 +294,6 @@ class LocalProvider(BaseProvider):
     def _loaded_context(self, name: str) -> int | None:
         try:
             ps = self._transport.request_json("GET", "/api/ps")
-        except Cancelled:
-            raise
         except OllmError as exc:  # old servers have no /api/ps; the trained maximum remains
             logger.debug("local: /api/ps unavailable (%s)", exc.code)
             return None
@@ -352,7 +354,7 @@ class LocalProvider(BaseProvider):
             ConnectionFailed: ``CONNECTION_FAILED``.
         """
         url = self.base_url
-        with self._pull_transport_().open_stream(
+        with self._pull_channel().open_stream(
             "POST",
             "/api/pull",
             json_body={"model": name, "stream": True},
@@ -384,7 +386,7 @@ class LocalProvider(BaseProvider):
             model=name,
         )
 
-    def _pull_transport_(self) -> Transport:
+    def _pull_channel(self) -> Transport:
         if self._pull_transport is None:
             t = self._timeouts
             self._pull_transport = Transport(
