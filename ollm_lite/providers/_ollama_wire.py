@@ -466,11 +466,16 @@ class ChatStreamState:
             return "tool"
         return "length" if done_reason == "length" else "stop"
 
-    def end(self) -> FinishEvent | ErrorEvent:
-        """The terminal event: the recorded one, else "stream ended early"."""
+    def end(self, skipped: int = 0) -> FinishEvent | ErrorEvent:
+        """The terminal event: the recorded one, else "stream ended early".
+
+        Args:
+            skipped: Lines the decoder dropped as not JSON objects (named in the message).
+        """
         if self.terminal is not None:
             return self.terminal
-        return self._error("the Ollama stream ended early (no final `done: true` line)")
+        why = f"; {skipped} line(s) were not JSON objects" if skipped else ""
+        return self._error(f"the Ollama stream ended early (no final `done: true` line{why})")
 
 
 # --------------------------------------------------------------------------- models

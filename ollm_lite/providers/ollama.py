@@ -190,6 +190,7 @@ class LocalProvider(BaseProvider):
         )
         state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
         handle = state.handle
+        decoder = NDJSONDecoder()  # skips lines that are not JSON objects, counting them
         try:
             with self._transport.open_stream(
                 "POST",
@@ -200,7 +201,7 @@ class LocalProvider(BaseProvider):
                 model=request.model,
                 not_found="model",
             ) as resp:
-                for item in resp.iter_decoded(NDJSONDecoder()):
+                for item in resp.iter_decoded(decoder):
                     events = handle(item)
                     if events:
                         yield from events
@@ -212,7 +213,7 @@ class LocalProvider(BaseProvider):
         except OllmError as exc:
             yield ErrorEvent(exc.to_info())
             return
-        yield state.end()
+        yield state.end(decoder.skipped)
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /api/chat`` with ``stream: false``.
@@ -362,13 +363,7 @@ class LocalProvider(BaseProvider):
             model=name,
             not_found="model",
         ) as resp:
-            for line in resp.iter_decoded(NDJSONDecoder()):
-                if not isinstance(line, dict):
-                    raise BadResponse(
-                        f"local at {url}: a pull progress line is not a JSON object",
-                        provider=self.name,
-                        model=name,
-                    )
+            for line in resp.iter_decoded(NDJSONDecoder()):  # only JSON objects come out
                 err = line.get("error")
                 if err is not None:
                     raise pull_error(str(err), model=name, provider=self.name, url=url)
@@ -513,10 +508,14 @@ def _answer_objects(raw: bytes) -> list[Any]:
     except (ValueError, RecursionError):
         pass
     decoder = NDJSONDecoder()
-    items = list(decoder.feed(raw))
+    items: list[Any] = list(decoder.feed(raw))
     items.extend(decoder.flush())
     if not items:
-        raise BadResponse("Ollama sent an empty answer to POST /api/chat", provider="local")
+        raise BadResponse(
+            "Ollama's answer to POST /api/chat is not JSON"
+            + (f" ({decoder.skipped} unreadable line(s))" if decoder.skipped else ""),
+            provider="local",
+        )
     return items
 
 

@@ -220,15 +220,24 @@ def test_unterminated_last_line_still_counts() -> None:
     assert [type(e) for e in events] == [TextEvent, FinishEvent]
 
 
-def test_garbage_line_is_bad_response() -> None:
-    """A line that is not JSON ends the stream with LLM_BAD_RESPONSE after the text so far."""
-    chunks = [*text_transcript(words=["ok"])[:1], b"<html>oops</html>\n"]
-    with serve({CHAT: stream(chunks, then="hang")}) as server:
-        t0 = time.monotonic()
+def test_garbage_lines_are_skipped() -> None:
+    """Lines that are not JSON objects (a proxy's HTML, a bare number) are skipped."""
+    words = text_transcript(words=["a", "b"])
+    chunks = [words[0], b"<html>oops</html>\n", b"42\n", *words[1:]]
+    with serve({CHAT: stream(chunks)}) as server:
         events = list(provider_for(server).chat_stream(request()))
-    assert events[0] == TextEvent("ok")
-    assert isinstance(events[-1], ErrorEvent) and events[-1].error.code == "LLM_BAD_RESPONSE"
-    assert terminal_count(events) == 1 and time.monotonic() - t0 < 5
+    assert events[:2] == [TextEvent("a"), TextEvent("b")]
+    assert isinstance(events[2], FinishEvent) and len(events) == 3
+
+
+def test_garbage_only_stream_is_bad_response() -> None:
+    """A 200 body with no Ollama line at all ends with LLM_BAD_RESPONSE naming the bad lines."""
+    chunks = [b"<html>\n", b"<body>Bad gateway</body>\n", b"</html>\n"]
+    with serve({CHAT: stream(chunks)}) as server:
+        events = list(provider_for(server).chat_stream(request()))
+    (event,) = events
+    assert isinstance(event, ErrorEvent) and event.error.code == "LLM_BAD_RESPONSE"
+    assert "ended early" in event.error.message and "3 line(s)" in event.error.message
 
 
 def test_lines_split_anywhere_give_the_same_events() -> None:
