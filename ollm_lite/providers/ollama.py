@@ -218,6 +218,10 @@ class LocalProvider(BaseProvider):
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /api/chat`` with ``stream: false``.
 
+        Nothing arrives until the whole answer is generated, so the idle timeout bounds the
+        generation itself; prefer :meth:`chat_stream` (or a larger ``timeout``) for long
+        answers on slow hardware. A server that streams anyway is folded the same way.
+
         Raises:
             ModelNotFound: ``MODEL_NOT_FOUND``.
             ConnectionFailed: ``CONNECTION_FAILED``.
