@@ -365,6 +365,7 @@ def _shutdown(conn: HTTPConnection) -> None:
 
 
 _current = threading.local()
+_DEADLINE_SLACK_S = 0.05
 
 
 def _attach_current(conn: HTTPConnection) -> None:
@@ -518,7 +519,7 @@ class StreamResponse:
         """Translate a failure while reading the body."""
         if self._cancelled():
             return Cancelled("the request was cancelled", provider=self._transport.provider)
-        if self._scope.reason == "deadline":
+        if self._scope.reason == "deadline" or _past(self._deadline):
             return self._transport._deadline_error(self._timeouts, self._model)
         if isinstance(exc, requests.exceptions.Timeout | urllib3.exceptions.ReadTimeoutError):
             return RequestTimeout(
@@ -634,6 +635,15 @@ class StreamResponse:
                 )
             parts.append(chunk)
         return b"".join(parts)
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether the total deadline has (all but) passed.
+
+    The socket's read timeout is capped at the time left, so a read can time out a few
+    milliseconds before the watcher thread marks the scope: that is still the deadline.
+    """
+    return deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_S
 
 
 def _read1_iter(raw: Any) -> Iterator[bytes]:
@@ -933,7 +943,7 @@ class Transport:
                 watcher.join()
             if not isinstance(exc, Exception):
                 raise
-            raise self._send_error(exc, scope, cancel, timeouts, url, model) from exc
+            raise self._send_error(exc, scope, cancel, deadline, timeouts, url, model) from exc
         finally:
             _current.scope = None
         elapsed = (time.perf_counter() - started) * 1000
@@ -974,13 +984,16 @@ class Transport:
         exc: Exception,
         scope: _Scope,
         cancel: threading.Event | None,
+        deadline: float | None,
         timeouts: Timeouts,
         url: str,
         model: str | None,
     ) -> Exception:
         if scope.reason == "cancelled" or (cancel is not None and cancel.is_set()):
             return Cancelled("the request was cancelled", provider=self.provider, model=model)
-        if scope.reason == "deadline":
+        if scope.reason == "deadline" or (
+            _past(deadline) and isinstance(exc, requests.exceptions.ReadTimeout)
+        ):
             return self._deadline_error(timeouts, model)
         if isinstance(exc, requests.exceptions.ConnectTimeout):
             return _Retryable(

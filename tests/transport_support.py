@@ -62,7 +62,7 @@ class LoopbackServer:
             worker.start()
 
     def _handle(self, client: socket.socket) -> None:
-        with contextlib.suppress(OSError):
+        try:
             while not self._stop.is_set():
                 req = _read_request(client)
                 if req is None:
@@ -73,8 +73,13 @@ class LoopbackServer:
                 script(client, req)
                 if not getattr(script, "keep_alive", False):
                     return
-        with contextlib.suppress(OSError):
-            client.close()
+        except OSError:
+            return
+        finally:
+            # Scripts without keep_alive answer one request per connection: closing tells the
+            # client so, instead of leaving it to send its next request into the void.
+            with contextlib.suppress(OSError):
+                client.close()
 
     def close(self) -> None:
         self._stop.set()
@@ -168,7 +173,8 @@ def stream_script(
         elif then == "hang":
             req.stop.wait(30)
         elif then == "reset":
-            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            linger_zero = b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger_zero)
             client.close()
         elif then == "close":
             client.shutdown(socket.SHUT_RDWR)

@@ -91,7 +91,13 @@ def test_insufficient_quota_is_not_retried() -> None:
     responses.get(
         f"{URL}/x",
         status=429,
-        json={"error": {"message": "quota", "type": "insufficient_quota", "code": "insufficient_quota"}},
+        json={
+            "error": {
+                "message": "quota",
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+            }
+        },
     )
     with pytest.raises(RateLimited):
         make(retries=2).request_json("GET", "/x")
@@ -112,7 +118,8 @@ def test_connection_errors_are_retried_then_connection_failed() -> None:
 def test_not_found_as_model() -> None:
     """404 on a model route is MODEL_NOT_FOUND with the provider's hint."""
     responses.post(f"{URL}/api/chat", status=404, json={"error": "model 'x' not found"})
-    transport = Transport(URL, provider="local", model_hint="Pull it: ollm-lite models pull {model}")
+    hint = "Pull it: ollm-lite models pull {model}"
+    transport = Transport(URL, provider="local", model_hint=hint)
     with pytest.raises(ModelNotFound) as info:
         transport.request_json("POST", "/api/chat", json_body={}, model="x", not_found="model")
     assert "ollm-lite models pull x" in info.value.message
@@ -129,7 +136,8 @@ def test_google_error_shapes() -> None:
     assert isinstance(err, AuthenticationError)
     exhausted = (
         b'[{"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED",'
-        b' "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "47s"}]}}]'
+        b' "details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo",'
+        b' "retryDelay": "47s"}]}}]'
     )
     err = error_for_status(429, exhausted, {}, provider="gemini", url=URL)
     assert isinstance(err, RateLimited) and err.retry_after == 47.0

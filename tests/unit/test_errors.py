@@ -83,7 +83,8 @@ def test_pickling_keeps_every_attribute(cls: type[OllmError]) -> None:
 
 
 def test_builtin_bases_match_meaning() -> None:
-    """Config errors are ValueErrors, unknown providers LookupErrors, unsupported ops NotImplemented."""
+    """Config errors are ValueErrors, unknown providers LookupErrors, unsupported ops
+    NotImplementedErrors."""
     assert issubclass(ConfigError, ValueError)
     assert issubclass(ProviderNotFound, LookupError)
     assert issubclass(UnsupportedOperation, NotImplementedError)

@@ -64,7 +64,11 @@ def test_chat_result_to_openai() -> None:
         "content": None,
         "finish_reason": "tool_calls",
         "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get", "arguments": '{"q": "x"}'}}
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "get", "arguments": '{"q": "x"}'},
+            }
         ],
         "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
     }
