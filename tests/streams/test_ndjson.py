@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from typing import Any
@@ -16,7 +17,7 @@ from ollm_lite.streams import NDJSONDecoder, iter_ndjson
 
 def pieces(body: bytes, cuts: list[int]) -> list[bytes]:
     edges = [0, *sorted({c for c in cuts if 0 < c < len(body)}), len(body)]
-    return [body[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [body[a:b] for a, b in itertools.pairwise(edges)]
 
 
 def test_ollama_shaped_stream() -> None:

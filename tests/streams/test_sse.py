@@ -1,7 +1,8 @@
-"""SSEDecoder / iter_sse: the WHATWG event-stream rules, chunk boundaries anywhere, bounded memory."""
+"""SSEDecoder / iter_sse: WHATWG event-stream rules, chunk boundaries anywhere, bounded memory."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -19,7 +20,7 @@ def parse(body: bytes, cuts: list[int] | None = None, **kw: int) -> list[SSEEven
 
 def split_at(body: bytes, cuts: list[int]) -> list[bytes]:
     edges = [0, *sorted({c for c in cuts if 0 < c < len(body)}), len(body)]
-    return [body[a:b] for a, b in zip(edges, edges[1:], strict=False)]
+    return [body[a:b] for a, b in itertools.pairwise(edges)]
 
 
 def every_split(body: bytes) -> list[list[bytes]]:
