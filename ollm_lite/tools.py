@@ -554,7 +554,8 @@ def validate_arguments(value: Any, schema: Mapping[str, Any]) -> list[str]:
     Understood keywords: ``type`` (a name or a list), ``enum``, ``const``, ``properties``,
     ``required``, ``additionalProperties``, ``items``, ``prefixItems``, ``anyOf``, ``oneOf``,
     ``allOf``, ``minimum``/``maximum`` (and the exclusive forms), ``minLength``/``maxLength``,
-    ``minItems``/``maxItems``, ``uniqueItems``. Others (``$ref``, ``pattern``, ``format`` ...) are ignored.
+    ``minItems``/``maxItems``, ``uniqueItems``. Others (``$ref``, ``pattern``, ``format`` ...)
+    are ignored.
 
     Args:
         value: The arguments (parsed JSON).

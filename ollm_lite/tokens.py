@@ -1,0 +1,191 @@
+"""Token counting and context limits: will a request fit the model's context window?
+
+:class:`TokenCounter` counts a request with the provider's own tokenizer where the provider has
+one (``capabilities.token_counting``), else estimates ceil(characters / 4) over the system
+prompt, the messages (text and tool calls) and the tool schemas. The model's limit comes from
+explicit configuration, else from the provider (``context_length(model)``), else 4096.
+
+The chat runtime checks every request before sending it: a :class:`TokenCheck` with
+``warning`` (>= 90 % of the limit) becomes a ``WarningEvent("TOKEN_LIMIT_WARNING")``; one with
+``exceeded`` (over the limit) stops the chat with ``TOKEN_LIMIT_EXCEEDED`` and sends nothing.
+
+Invariants: counting never raises for a provider's failure (it falls back to the estimate);
+the count of any request is a positive integer; the limit is always a positive integer.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from .errors import ConfigError
+from .providers.base import ProviderAdapter, approx_token_count
+from .types import ProviderRequest
+
+__all__ = ["TokenCheck", "TokenCounter", "estimate_tokens"]
+
+logger = logging.getLogger(__name__)
+
+
+def estimate_tokens(text: str) -> int:
+    """The fallback estimate for a text: ceil(len(text) / 4).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The estimated number of tokens (0 for the empty text).
+    """
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCheck:
+    """A request's size against its model's context window."""
+
+    tokens: int
+    """Tokens the request uses (counted or estimated)."""
+    limit: int
+    """The model's context window in tokens."""
+    exact: bool
+    """``True`` when the provider's tokenizer counted; ``False`` for the estimate."""
+
+    @property
+    def ratio(self) -> float:
+        """``tokens / limit``."""
+        return self.tokens / self.limit if self.limit > 0 else math.inf
+
+    @property
+    def warning(self) -> bool:
+        """At least 90 % of the window is used (``ratio >= 0.9``)."""
+        return self.ratio >= TokenCounter.WARNING_RATIO
+
+    @property
+    def exceeded(self) -> bool:
+        """The request does not fit (``tokens > limit``)."""
+        return self.tokens > self.limit
+
+
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+class TokenCounter:
+    """Counts requests and knows each model's context window.
+
+    Thread-safe: one counter may serve several chats.
+    """
+
+    WARNING_RATIO: ClassVar[float] = 0.9
+    DEFAULT_LIMIT: ClassVar[int] = 4096
+
+    def __init__(
+        self,
+        provider: ProviderAdapter,
+        *,
+        context_limits: Mapping[str, int] | None = None,
+        default_limit: int = DEFAULT_LIMIT,
+    ) -> None:
+        """Count for ``provider``.
+
+        Args:
+            provider: The provider requests go to (its tokenizer and context lengths are used).
+            context_limits: Explicit context windows by model name; they win over the provider.
+            default_limit: The window when neither the configuration nor the provider says.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when a limit is not a positive integer.
+        """
+        limits = dict(context_limits or {})
+        bad = {model: n for model, n in limits.items() if not _positive_int(n)}
+        if bad:
+            raise ConfigError(
+                f"context limits must be positive integers: {bad!r}",
+                details={"context_limits": {k: repr(v) for k, v in bad.items()}},
+            )
+        if not _positive_int(default_limit):
+            raise ConfigError(f"default_limit must be a positive integer, not {default_limit!r}")
+        self.provider = provider
+        self.context_limits = limits
+        self.default_limit = default_limit
+        self._cache: dict[str, int | None] = {}
+        self._lock = threading.Lock()
+
+    def count(self, request: ProviderRequest) -> tuple[int, bool]:
+        """Tokens ``request`` uses.
+
+        The provider's ``count_tokens`` when its capabilities say it has a tokenizer; the
+        estimate (ceil(characters / 4), at least 1) when it has none, fails, or answers
+        something other than a non-negative integer.
+
+        Returns:
+            ``(tokens, exact)``; ``exact`` is ``True`` when the provider counted.
+        """
+        if self.provider.capabilities.token_counting:
+            try:
+                counted = self.provider.count_tokens(request)
+            except Exception as exc:  # OllmError mostly; a tokenizer failing must not stop a chat
+                logger.debug(
+                    "%s: token counting failed (%s); using the estimate",
+                    self.provider.name,
+                    getattr(exc, "code", type(exc).__name__),
+                )
+            else:
+                if isinstance(counted, int) and not isinstance(counted, bool) and counted >= 0:
+                    return counted, True
+                logger.debug("%s: token count %r ignored", self.provider.name, counted)
+        return max(1, approx_token_count(request)), False
+
+    def limit(self, model: str) -> int:
+        """The context window of ``model`` in tokens.
+
+        Explicit ``context_limits`` first, then ``provider.context_length(model)`` (asked once
+        per model; a failure is ignored and asked again next time), then ``default_limit``.
+        """
+        explicit = self.context_limits.get(model)
+        if explicit is not None:
+            return explicit
+        with self._lock:
+            known = model in self._cache
+            cached = self._cache.get(model)
+        if not known:
+            cached = self._ask_provider(model)
+        return cached if cached is not None else self.default_limit
+
+    def _ask_provider(self, model: str) -> int | None:
+        try:
+            length = self.provider.context_length(model)
+        except Exception as exc:  # unreachable server, unsupported: fall back, retry later
+            logger.debug(
+                "%s: context length of %s unknown (%s)",
+                self.provider.name,
+                model,
+                getattr(exc, "code", type(exc).__name__),
+            )
+            return None
+        value = length if _positive_int(length) else None
+        with self._lock:
+            self._cache[model] = value
+        return value
+
+    def check(self, request: ProviderRequest) -> TokenCheck:
+        """Count ``request`` and compare it with its model's window.
+
+        Returns:
+            A :class:`TokenCheck`; ``warning`` and ``exceeded`` say what the runtime must do.
+        """
+        tokens, exact = self.count(request)
+        check = TokenCheck(tokens=tokens, limit=self.limit(request.model), exact=exact)
+        logger.debug(
+            "%s/%s: %d of %d tokens (%s)",
+            self.provider.name,
+            request.model,
+            check.tokens,
+            check.limit,
+            "counted" if exact else "estimated",
+        )
+        return check
