@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import json
 import logging
@@ -267,12 +268,12 @@ def _google_section(lines: list[str], i: int, out: dict[str, str] | None) -> int
     current: str | None = None
     while i < len(lines):
         line = lines[i]
-        if line.strip() and _indent(line) == 0:
-            break
         if line.strip():
             ind = _indent(line)
             if entry_indent is None:
-                entry_indent = ind
+                entry_indent = ind  # 0 when the header was the docstring's first line
+            if ind == 0 and (entry_indent > 0 or _GOOGLE_HEADER.match(line.strip())):
+                break
             m = _GOOGLE_ENTRY.match(line.strip()) if ind <= entry_indent else None
             if m and out is not None:
                 current = m.group(1)
@@ -349,9 +350,7 @@ def _signature_schema(
             prop = _schema_for(annotation, set())
         except ToolDefinitionError as exc:
             raise ToolDefinitionError(f"tool {tool_name!r}, parameter {pname!r}: {exc}") from None
-        doc = arg_docs.get(pname)
-        if doc and "description" not in prop:
-            prop = {"description": doc, **prop}
+        prop = _described(prop, pname, arg_docs)
         if param.default is param.empty:
             required.append(pname)
         else:
@@ -368,7 +367,12 @@ def _signature_schema(
 def _hints(obj: Any, where: str) -> dict[str, Any]:
     """Resolved annotations of a function or class (``{}`` for other callables we cannot read)."""
     plain = inspect.isfunction(obj) or inspect.ismethod(obj) or isinstance(obj, type)
-    target = obj if plain else getattr(obj, "__call__", obj)  # noqa: B004
+    if plain:
+        target = obj
+    elif isinstance(obj, functools.partial):
+        target = obj.func
+    else:
+        target = getattr(obj, "__call__", obj)  # noqa: B004
     try:
         return typing.get_type_hints(target, include_extras=True)
     except Exception as exc:  # NameError for unresolvable forward references, among others
@@ -513,11 +517,14 @@ def _object_schema(cls: type, seen: set[Any]) -> dict[str, Any]:
     else:
         required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         for key, hint in hints.items():
-            inner = hint
-            if typing.get_origin(inner) in (typing.Required, typing.NotRequired):
-                inner = typing.get_args(inner)[0]
+            inner, origin = hint, typing.get_origin(hint)
+            if origin in (typing.Required, typing.NotRequired):
+                inner = typing.get_args(hint)[0]
             properties[key] = _described(_schema_for(inner, seen), key, field_docs)
-            if key in required_keys:
+            # The marker beats __required_keys__, which string annotations leave wrong on 3.11.
+            if origin is typing.Required or (
+                origin is not typing.NotRequired and key in required_keys
+            ):
                 required.append(key)
     schema: dict[str, Any] = {"type": "object", "properties": properties}
     if text:
