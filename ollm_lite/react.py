@@ -209,8 +209,15 @@ class ReActToolHandler:
         thought: str | None,
     ) -> ReActStep:
         action_mark = first["action"]
-        line_end = text.find("\n", action_mark.end())
-        line = text[action_mark.end() : line_end if line_end >= 0 else len(text)]
+        # The name is on the label's line, or on the next non-empty one ("Action:\nsearch").
+        end = next((m.start() for _, m in marks if m.start() > action_mark.start()), len(text))
+        line_start = action_mark.end()
+        while True:
+            line_end = text.find("\n", line_start, end)
+            line = text[line_start : line_end if line_end >= 0 else end]
+            if line.strip() or line_end < 0:
+                break
+            line_start = line_end + 1
         name, rest = self._tool_name(line)
         if name is None:
             # "Action: None" — the model decided not to act; whatever it said is the answer.
@@ -219,7 +226,7 @@ class ReActToolHandler:
         if inputs:
             start = inputs[0].end()
         elif "{" in rest:
-            start = action_mark.end() + line.index("{")
+            start = line_start + line.index("{")
         else:
             return ReActStep(thought=thought, action=name, action_input={}, raw=text)
         args, error = _json_object(text, start, marks)
@@ -227,17 +234,26 @@ class ReActToolHandler:
 
     def _tool_name(self, line: str) -> tuple[str | None, str]:
         """The tool named on an ``Action:`` line and the rest of that line."""
-        m = _NAME.search(line)
-        if m is None:
-            return None, ""
-        name = m.group(0).strip(".-")
-        rest = line[m.end() :]
-        if name.casefold() in _NO_ACTION and name.casefold() not in self._by_folded:
-            return None, rest
-        folded = name.casefold()
-        if folded not in self._by_folded and "." in name:
-            folded = name.rsplit(".", 1)[-1].casefold()  # "functions.get_weather"
-        return self._by_folded.get(folded, name), rest
+        head = line.split("{", 1)[0]
+        words = list(_NAME.finditer(head))
+        if not words:
+            return None, line
+        for m in words:  # "I will use get_weather" names a known tool after some prose
+            known = self._known(m.group(0).strip(".-"))
+            if known is not None:
+                return known, line[m.end() :]
+        first = words[0]
+        name = first.group(0).strip(".-")
+        if not name or name.casefold() in _NO_ACTION:
+            return None, line[first.end() :]
+        return name, line[first.end() :]
+
+    def _known(self, word: str) -> str | None:
+        """The registered spelling of ``word`` (any case, ``functions.`` prefix allowed)."""
+        folded = word.casefold()
+        if folded not in self._by_folded and "." in word:
+            folded = word.rsplit(".", 1)[-1].casefold()  # "functions.get_weather"
+        return self._by_folded.get(folded)
 
     def to_tool_call(self, step: ReActStep, call_id: str) -> ToolCall:
         """The tool call a parsed action stands for.

@@ -115,6 +115,19 @@ def test_action_without_input_means_no_arguments(handler: ReActToolHandler) -> N
         assert (step.action, step.action_input, step.error) == ("now", {}, None)
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        'Action:\nget_weather\nAction Input: {"city": "Oslo"}',
+        'Action: I will use the get_weather tool\nAction Input: {"city": "Oslo"}',
+        'Action: call `get_weather` now {"city": "Oslo"}',
+    ],
+)
+def test_tool_name_on_the_next_line_or_inside_prose(handler: ReActToolHandler, reply: str) -> None:
+    step = handler.parse(reply)
+    assert (step.action, step.action_input, step.error) == ("get_weather", OSLO, None)
+
+
 def test_unknown_tool_name_is_kept_for_the_registry_to_report(handler: ReActToolHandler) -> None:
     step = handler.parse('Action: teleport\nAction Input: {"to": "Mars"}')
     assert step.action == "teleport" and step.action_input == {"to": "Mars"}
