@@ -81,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "ProviderRegistry": "registry",
     "default_registry": "registry",
     "Tool": "tools",
+    "ToolDefinitionError": "tools",
     "ToolRegistry": "tools",
     "tool": "tools",
     "ReActToolHandler": "react",
@@ -140,7 +141,7 @@ if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
     from .registry import ProviderRegistry, default_registry
     from .streams import SSEEvent, iter_ndjson, iter_sse
     from .tokens import TokenCounter
-    from .tools import Tool, ToolRegistry, tool
+    from .tools import Tool, ToolDefinitionError, ToolRegistry, tool
     from .transport import RetryPolicy, Timeouts
     from .types import (
         ChatFinishEvent,
