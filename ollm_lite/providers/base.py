@@ -48,9 +48,21 @@ __all__ = [
 class ProviderAdapter(Protocol):
     """What every provider offers. Optional operations raise ``UnsupportedOperation``."""
 
-    name: str
-    streaming_format: str
-    capabilities: ProviderCapabilities
+    # Read-only properties so class-level constants and instance attributes both satisfy it.
+    @property
+    def name(self) -> str:
+        """The canonical provider name (``"local"``, ``"vllm"`` …)."""
+        ...
+
+    @property
+    def streaming_format(self) -> str:
+        """``"ndjson"``, ``"sse"`` or ``"memory"``."""
+        ...
+
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        """What the provider can do."""
+        ...
 
     def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
         """Stream one model response; ends with exactly one FinishEvent or ErrorEvent."""

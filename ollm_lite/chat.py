@@ -1,0 +1,873 @@
+"""The chat runtime: ``ChatClient``, ``Conversation`` and the turn loop.
+
+One *turn* streams one provider response: text and thinking are forwarded as they arrive, tool
+calls are collected; then the calls run in parallel on a bounded pool of daemon threads, their
+results go back to the model as ``tool`` messages in call order, and the next turn starts. The
+loop ends at the first stop point:
+
+* ``complete`` — the model answered without tool calls;
+* ``max_turns`` — ``max_turns`` model turns were used;
+* ``loop_detected`` — the same failing call (tool name + canonical JSON of its arguments)
+  failed three times;
+* ``token_limit`` — the next request would not fit the model's context window (nothing sent);
+* ``cancelled`` — the ``cancel`` event was set (the HTTP read in progress is interrupted,
+  queued tool calls are not started, running ones receive the event);
+* ``error`` — the provider failed (an ``ErrorEvent`` comes first).
+
+Invariants:
+
+* :meth:`ChatClient.chat` never raises (``KeyboardInterrupt``/``SystemExit`` aside); it ends
+  with exactly one ``ChatFinishEvent``.
+* History only ever holds whole exchanges: an assistant message with tool calls is followed by
+  one ``tool`` message per call; a failed turn adds nothing but the text already streamed.
+* No thread outlives the chat except a tool that ignores the cancel event (Python cannot stop
+  a thread): it runs on as a daemon thread and its result is dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import ConfigError, OllmError, ProviderNotFound
+from .providers.base import ProviderAdapter
+from .react import STOP_SEQUENCES, ReActToolHandler
+from .registry import ProviderRegistry
+from .tokens import TokenCounter
+from .tools import ToolRegistry
+from .types import (
+    ChatEvent,
+    ChatFinishEvent,
+    ChatFinishReason,
+    ErrorEvent,
+    ErrorInfo,
+    FinishEvent,
+    GenerationOptions,
+    ImagePart,
+    Message,
+    ProviderRequest,
+    RunResult,
+    TextEvent,
+    TextPart,
+    ThinkingEvent,
+    ToolCall,
+    ToolCallEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolResult,
+    ToolSchema,
+    TurnCompleteEvent,
+    Usage,
+    WarningEvent,
+)
+
+__all__ = ["ChatClient", "Conversation", "ToolMode", "Turn"]
+
+logger = logging.getLogger(__name__)
+
+ToolMode = Literal["auto", "native", "react"]
+
+#: The same failing call this many times ends the chat with ``loop_detected``.
+LOOP_LIMIT = 3
+_POLL_S = 0.02  # how often a wait for tool results looks at the cancel event
+
+
+@dataclass(slots=True)
+class Turn:
+    """One model turn: what the model said and did, and what its tools returned.
+
+    Attributes:
+        number: 1 for the first turn of a chat.
+        text: The answer text of this turn (for ReAct: the final answer, if any).
+        thinking: Reasoning text, kept apart.
+        tool_calls: The calls the model made, in order.
+        results: One result per call, in the same order.
+        finish_reason: The provider's reason (``stop``, ``tool``, ``length`` …), or ``None``
+            when the turn ended in an error.
+        usage: Token usage the provider reported for this turn.
+    """
+
+    number: int
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    results: list[ToolResult] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: Usage | None = None
+
+
+# --------------------------------------------------------------------------- client
+
+
+class ChatClient:
+    """Runs chats with tools over any provider of a registry.
+
+    Args:
+        registry: Where providers come from; a single adapter is accepted too.
+        tools: The tools the model may call (``None``: none).
+        model: The default model.
+        max_turns: Default limit of model turns per chat.
+        max_parallel_tools: Most tool calls run at once.
+        tool_timeout: Per-call wall-clock limit in seconds (default: ``tools.timeout``);
+            a call over it gets a ``TOOL_TIMEOUT`` result.
+        context_limits: Context windows by model name (they win over what the server says).
+        system_prompt: The default system prompt.
+        options: Default generation options.
+
+    Example:
+        client = ChatClient(default_registry(), tools=ToolRegistry([get_weather]), model="llama3.2")
+        for event in client.chat("Weather in Oslo?"):
+            if isinstance(event, TextEvent):
+                print(event.value, end="")
+    """
+
+    def __init__(
+        self,
+        registry: ProviderRegistry | ProviderAdapter,
+        tools: ToolRegistry | Iterable[Any] | None = None,
+        model: str | None = None,
+        max_turns: int = 10,
+        *,
+        max_parallel_tools: int = 8,
+        tool_timeout: float | None = None,
+        context_limits: Mapping[str, int] | None = None,
+        system_prompt: str | None = None,
+        options: GenerationOptions | None = None,
+    ) -> None:
+        if not isinstance(registry, ProviderRegistry):
+            single = ProviderRegistry()
+            single.register(registry)
+            single.set_default(registry.name)
+            registry = single
+        _check_positive_int("max_turns", max_turns)
+        _check_positive_int("max_parallel_tools", max_parallel_tools)
+        self.registry = registry
+        self.tools = (
+            tools if isinstance(tools, ToolRegistry) or tools is None else (ToolRegistry(tools))
+        )
+        self.model = model
+        self.max_turns = max_turns
+        self.max_parallel_tools = max_parallel_tools
+        self.tool_timeout = tool_timeout
+        self.context_limits = dict(context_limits or {})
+        self.system_prompt = system_prompt
+        self.options = options or GenerationOptions()
+        self._counters: dict[int, TokenCounter] = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"ChatClient(model={self.model!r}, providers={self.registry.list()!r})"
+
+    def chat(
+        self,
+        prompt: str | Message,
+        provider: str | None = None,
+        model: str | None = None,
+        system_prompt: str | None = None,
+        tools: ToolRegistry | None = None,
+        options: GenerationOptions | None = None,
+        max_turns: int | None = None,
+        cancel: threading.Event | None = None,
+        tool_mode: ToolMode = "auto",
+        *,
+        images: Iterable[ImagePart] = (),
+    ) -> Iterator[ChatEvent]:
+        """Answer one prompt, running tools until the model is done (no history kept).
+
+        Yields:
+            Chat events; the last is always a ``ChatFinishEvent``.
+        """
+        history: list[Message] = []
+        return self._run(
+            history,
+            _user_message(prompt, images),
+            provider=provider,
+            model=model,
+            system_prompt=system_prompt,
+            tools=tools,
+            options=options,
+            max_turns=max_turns,
+            cancel=cancel,
+            tool_mode=tool_mode,
+        )
+
+    def conversation(self, system_prompt: str | None = None) -> Conversation:
+        """A conversation that keeps its history across :meth:`Conversation.send` calls."""
+        return Conversation(self, system_prompt=system_prompt)
+
+    # ------------------------------------------------------------------ the loop
+
+    def _run(
+        self,
+        history: list[Message],
+        user: Message,
+        *,
+        provider: str | None,
+        model: str | None,
+        system_prompt: str | None,
+        tools: ToolRegistry | None,
+        options: GenerationOptions | None,
+        max_turns: int | None,
+        cancel: threading.Event | None,
+        tool_mode: ToolMode,
+        turns: list[Turn] | None = None,
+    ) -> Iterator[ChatEvent]:
+        loop = _Loop(
+            client=self,
+            history=history,
+            provider_name=provider,
+            model=model or self.model,
+            system_prompt=system_prompt if system_prompt is not None else self.system_prompt,
+            tools=tools if tools is not None else self.tools,
+            options=options or self.options,
+            max_turns=max_turns or self.max_turns,
+            cancel=cancel,
+            tool_mode=tool_mode,
+            turns=turns if turns is not None else [],
+        )
+        return loop.run(user)
+
+    def _counter(self, adapter: ProviderAdapter) -> TokenCounter:
+        with self._lock:
+            counter = self._counters.get(id(adapter))
+            if counter is None or counter.provider is not adapter:
+                counter = TokenCounter(adapter, context_limits=self.context_limits)
+                self._counters[id(adapter)] = counter
+            return counter
+
+
+class _Loop:
+    """The state of one chat call."""
+
+    def __init__(
+        self,
+        *,
+        client: ChatClient,
+        history: list[Message],
+        provider_name: str | None,
+        model: str | None,
+        system_prompt: str | None,
+        tools: ToolRegistry | None,
+        options: GenerationOptions,
+        max_turns: int,
+        cancel: threading.Event | None,
+        tool_mode: ToolMode,
+        turns: list[Turn],
+    ) -> None:
+        self.client = client
+        self.history = history
+        self.provider_name = provider_name
+        self.model = model
+        self.system_prompt = system_prompt
+        self.tools = tools
+        self.options = options
+        self.max_turns = max_turns
+        # Our own event when the caller gave none: closing the generator still stops tools.
+        self.cancel = cancel if cancel is not None else threading.Event()
+        self.tool_mode = tool_mode
+        self.turns = turns
+        self.usage: Usage | None = None
+        self.failures: Counter[tuple[str, str]] = Counter()
+        self.warned = False
+
+    def run(self, user: Message) -> Iterator[ChatEvent]:
+        closed_early = True
+        try:
+            yield from self._loop(user)
+            closed_early = False
+        except Exception as exc:  # a provider or tool hook bug must not escape chat()
+            logger.debug("chat loop failed", exc_info=True)
+            info = (
+                exc.to_info()
+                if isinstance(exc, OllmError)
+                else ErrorInfo(f"{type(exc).__name__}: {exc}", "LLM_BAD_RESPONSE")
+            )
+            closed_early = False
+            yield ErrorEvent(info)
+            yield ChatFinishEvent("error", self.usage)
+        finally:
+            if closed_early:  # the caller stopped iterating: stop whatever still runs
+                self.cancel.set()
+
+    def _finish(self, reason: ChatFinishReason) -> ChatFinishEvent:
+        return ChatFinishEvent(reason, self.usage)
+
+    def _loop(self, user: Message) -> Iterator[ChatEvent]:
+        cancel = self.cancel
+        try:
+            adapter = self._adapter()
+            model = self._model()
+        except OllmError as exc:
+            yield ErrorEvent(exc.to_info())
+            yield self._finish("error")
+            return
+        self.history.append(user)
+        schemas = self.tools.schemas() if self.tools is not None and len(self.tools) else []
+        react = None
+        if schemas and not self._native(adapter, model):
+            react = ReActToolHandler(schemas)
+        corrections = 0
+        number = 0
+        while True:
+            if cancel.is_set():
+                yield self._finish("cancelled")
+                return
+            if number >= self.max_turns:
+                yield self._finish("max_turns")
+                return
+            number += 1
+            request = self._request(model, schemas, react)
+            check = self.client._counter(adapter).check(request)
+            if check.exceeded:
+                yield ErrorEvent(
+                    ErrorInfo(
+                        f"the request needs about {check.tokens} tokens but {model} has a "
+                        f"context window of {check.limit}: nothing was sent",
+                        "TOKEN_LIMIT_EXCEEDED",
+                        {"tokens": check.tokens, "limit": check.limit, "exact": check.exact},
+                    )
+                )
+                yield self._finish("token_limit")
+                return
+            if check.warning and not self.warned:
+                self.warned = True
+                yield WarningEvent(
+                    "TOKEN_LIMIT_WARNING",
+                    f"{check.tokens} of {check.limit} context tokens used "
+                    f"({check.ratio:.0%}){'' if check.exact else ' (estimated)'}",
+                )
+            turn = Turn(number)
+            self.turns.append(turn)
+            outcome = yield from self._stream(adapter, request, turn, forward=react is None)
+            if outcome == "error":
+                self._keep_partial(turn)
+                yield self._finish("error")
+                return
+            if outcome == "cancelled":
+                self._keep_partial(turn)
+                yield self._finish("cancelled")
+                return
+            if react is not None:
+                step = react.parse(turn.text)
+                if step.thought:
+                    yield ThinkingEvent(step.thought)
+                if step.error is not None and not react.is_final(step):
+                    corrections += 1
+                    if corrections > react.max_corrections:
+                        yield ErrorEvent(
+                            ErrorInfo(
+                                f"the model kept sending an invalid Action Input: {step.error}",
+                                "LLM_BAD_RESPONSE",
+                            )
+                        )
+                        yield self._finish("error")
+                        return
+                    self.history.append(Message.assistant(step.raw or turn.text))
+                    self.history.append(Message.user(react.correction_message(step)))
+                    yield TurnCompleteEvent(number)
+                    continue
+                corrections = 0
+                if react.is_final(step) or step.action is None:
+                    answer = step.final_answer if step.final_answer is not None else turn.text
+                    turn.text = answer
+                    if answer:
+                        yield TextEvent(answer)
+                    self.history.append(Message.assistant(answer))
+                    yield TurnCompleteEvent(number)
+                    yield self._finish("complete")
+                    return
+                call = react.to_tool_call(step, f"react_{number}")
+                turn.tool_calls = [call]
+                self.history.append(Message.assistant(step.raw or turn.text))
+            else:
+                if not turn.tool_calls:
+                    self.history.append(Message.assistant(turn.text))
+                    if turn.finish_reason == "length":
+                        yield WarningEvent(
+                            "MAX_TOKENS_REACHED", "the answer was cut at the max_tokens limit"
+                        )
+                    yield TurnCompleteEvent(number)
+                    yield self._finish("complete")
+                    return
+                turn.tool_calls = _unique_ids(turn.tool_calls, number)
+                self.history.append(Message.assistant(turn.text, turn.tool_calls))
+            results = yield from self._run_tools(turn.tool_calls)
+            turn.results = results
+            for call, result in zip(turn.tool_calls, results, strict=True):
+                if react is not None:
+                    self.history.append(Message.user(react.format_observation(result)))
+                else:
+                    self.history.append(Message.tool(result, call))
+            if cancel.is_set():
+                yield self._finish("cancelled")
+                return
+            yield TurnCompleteEvent(number)
+            if self._looping(turn):
+                yield self._finish("loop_detected")
+                return
+
+    # ------------------------------------------------------------------ pieces
+
+    def _adapter(self) -> ProviderAdapter:
+        registry = self.client.registry
+        adapter = registry.get(self.provider_name)
+        if adapter is None:
+            if self.provider_name is None:
+                raise ProviderNotFound("no default provider is set in the registry")
+            raise ProviderNotFound(
+                f"no provider named {self.provider_name!r}; registered: "
+                f"{', '.join(registry.list()) or 'none'}",
+                provider=self.provider_name,
+            )
+        return adapter
+
+    def _model(self) -> str:
+        if not self.model:
+            raise ConfigError("no model given: pass model= to ChatClient or to chat()")
+        return self.model
+
+    def _native(self, adapter: ProviderAdapter, model: str) -> bool:
+        if self.tool_mode == "native":
+            return True
+        if self.tool_mode == "react":
+            return False
+        known: bool | None = None
+        try:
+            known = adapter.model_capabilities(model).tool_calling
+        except OllmError:
+            known = None
+        if known is None:
+            known = adapter.capabilities.tool_calling
+        return known is not False  # unknown: try native, most servers accept tools
+
+    def _request(
+        self, model: str, schemas: list[ToolSchema], react: ReActToolHandler | None
+    ) -> ProviderRequest:
+        system = self.system_prompt
+        options = self.options
+        tools: list[ToolSchema] | None = schemas or None
+        if react is not None:
+            system = f"{system}\n\n{react.instructions()}" if system else react.instructions()
+            stops = list(options.stop or [])
+            stops += [s for s in STOP_SEQUENCES if s not in stops]
+            options = replace(options, stop=stops)
+            tools = None
+        return ProviderRequest(
+            model,
+            list(self.history),
+            system_prompt=system,
+            tools=tools,
+            options=options,
+            cancel=self.cancel,
+        )
+
+    def _stream(
+        self, adapter: ProviderAdapter, request: ProviderRequest, turn: Turn, *, forward: bool
+    ) -> Generator[ChatEvent, None, str]:
+        """Stream one response into ``turn``; returns "ok", "error" or "cancelled"."""
+        text: list[str] = []
+        thinking: list[str] = []
+        stream = adapter.chat_stream(request)
+        outcome = "error"
+        try:
+            for event in stream:
+                if isinstance(event, TextEvent):
+                    text.append(event.value)
+                    if forward:
+                        yield event
+                elif isinstance(event, ThinkingEvent):
+                    thinking.append(event.value)
+                    yield event
+                elif isinstance(event, ToolCallEvent):
+                    turn.tool_calls.append(event.value)
+                elif isinstance(event, FinishEvent):
+                    self._add_usage(event.usage)
+                    turn.usage = event.usage
+                    turn.finish_reason = event.reason
+                    outcome = "cancelled" if event.reason == "cancelled" else "ok"
+                    break
+                elif isinstance(event, ErrorEvent):
+                    if event.error.code == "CANCELLED" or self.cancel.is_set():
+                        outcome = "cancelled"
+                    else:
+                        yield event
+                    break
+            else:  # the provider broke its contract: no terminal event
+                yield ErrorEvent(
+                    ErrorInfo(
+                        "the provider's stream ended without a finish event", "LLM_BAD_RESPONSE"
+                    )
+                )
+        finally:
+            close = getattr(stream, "close", None)
+            if close is not None:
+                close()
+            turn.text = "".join(text)
+            turn.thinking = "".join(thinking)
+        if outcome == "ok" and self.cancel.is_set() and turn.tool_calls:
+            outcome = "cancelled"  # do not start tools after a cancel
+        return outcome
+
+    def _keep_partial(self, turn: Turn) -> None:
+        """A turn that ended early keeps the text already shown, never half tool calls."""
+        if turn.text:
+            self.history.append(Message.assistant(turn.text))
+
+    def _add_usage(self, usage: Usage | None) -> None:
+        if usage is None:
+            return
+        if self.usage is None:
+            self.usage = usage
+            return
+
+        def add(a: int | None, b: int | None) -> int | None:
+            return b if a is None else a if b is None else a + b
+
+        self.usage = Usage(
+            add(self.usage.prompt_tokens, usage.prompt_tokens),
+            add(self.usage.completion_tokens, usage.completion_tokens),
+            add(self.usage.total_tokens, usage.total_tokens),
+            {**self.usage.extra, **usage.extra},
+        )
+
+    def _run_tools(self, calls: list[ToolCall]) -> Generator[ChatEvent, None, list[ToolResult]]:
+        """Run ``calls`` in parallel; yield start/result events; return results in call order."""
+        for call in calls:
+            yield ToolCallStartEvent(call)
+        registry = self.tools or ToolRegistry()
+        timeout = self.client.tool_timeout or registry.timeout
+        batch = _ToolBatch(registry, calls, self.cancel, self.client.max_parallel_tools, timeout)
+        results: list[ToolResult] = []
+        for call, result in zip(calls, batch.results_in_order(), strict=True):
+            results.append(result)
+            yield ToolCallResultEvent(call, result)
+        return results
+
+    def _looping(self, turn: Turn) -> bool:
+        for call, result in zip(turn.tool_calls, turn.results, strict=True):
+            if result.ok:
+                continue
+            key = (call.name, _canonical(call.args, call.arguments))
+            self.failures[key] += 1
+            if self.failures[key] >= LOOP_LIMIT:
+                return True
+        return False
+
+
+# --------------------------------------------------------------------------- tool execution
+
+
+class _ToolBatch:
+    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn."""
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        calls: list[ToolCall],
+        cancel: threading.Event,
+        width: int,
+        timeout: float | None,
+    ) -> None:
+        self._registry = registry
+        self._calls = calls
+        self._cancel = cancel
+        self._timeout = timeout
+        self._results: list[ToolResult | None] = [None] * len(calls)
+        self._started: list[float | None] = [None] * len(calls)
+        self._done = [threading.Event() for _ in calls]
+        self._next = 0
+        self._lock = threading.Lock()
+        for _ in range(min(width, len(calls))):
+            threading.Thread(target=self._work, name="ollm-tool", daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                index = self._next
+                if index >= len(self._calls) or self._cancel.is_set():
+                    return
+                self._next += 1
+                self._started[index] = time.monotonic()
+            result = self._registry.execute(self._calls[index], self._cancel)
+            with self._lock:
+                if self._results[index] is None:
+                    self._results[index] = result
+            self._done[index].set()
+
+    def results_in_order(self) -> Iterator[ToolResult]:
+        for index, call in enumerate(self._calls):
+            yield self._wait(index, call)
+
+    def _wait(self, index: int, call: ToolCall) -> ToolResult:
+        done = self._done[index]
+        while not done.wait(_POLL_S):
+            if self._cancel.is_set():
+                return self._settle(index, _failure("CANCELLED", f"tool {call.name!r} cancelled"))
+            started = self._started[index]
+            if (
+                self._timeout is not None
+                and started is not None
+                and time.monotonic() - started > self._timeout
+            ):
+                return self._settle(
+                    index,
+                    _failure(
+                        "TOOL_TIMEOUT",
+                        f"tool {call.name!r} did not finish within {self._timeout:g} s",
+                        {"timeout": self._timeout},
+                    ),
+                )
+        result = self._results[index]
+        assert result is not None
+        return result
+
+    def _settle(self, index: int, result: ToolResult) -> ToolResult:
+        with self._lock:
+            if self._results[index] is None:
+                self._results[index] = result
+            final = self._results[index]
+        assert final is not None
+        return final
+
+
+def _failure(code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:
+    return ToolResult(ok=False, error=ErrorInfo(message, code, details))
+
+
+def _unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:
+    """Give every call an id of its own (models repeat or omit them)."""
+    seen: set[str] = set()
+    out = []
+    for i, call in enumerate(calls):
+        if not call.id or call.id in seen:
+            call = replace(call, id=f"call_{turn}_{i}")
+        seen.add(call.id)
+        out.append(call)
+    return out
+
+
+def _canonical(args: dict[str, Any], raw: str) -> str:
+    if not args and raw.strip():
+        return raw.strip()
+    try:
+        return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):
+        return repr(args)
+
+
+def _user_message(prompt: str | Message, images: Iterable[ImagePart]) -> Message:
+    if isinstance(prompt, Message):
+        return prompt
+    return Message.user(prompt, images)
+
+
+def _check_positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+
+
+# --------------------------------------------------------------------------- conversation
+
+
+class Conversation:
+    """A chat that remembers: every :meth:`send` continues the same history.
+
+    Attributes:
+        history: The messages so far (user, assistant, tool), without the system prompt.
+        turns: Every model turn so far.
+        system_prompt: Sent with every request.
+    """
+
+    def __init__(
+        self,
+        client: ChatClient,
+        *,
+        system_prompt: str | None = None,
+        history: Iterable[Message] = (),
+    ) -> None:
+        self.client = client
+        self.system_prompt = system_prompt
+        self.history: list[Message] = list(history)
+        self.turns: list[Turn] = []
+
+    def __repr__(self) -> str:
+        return f"Conversation(messages={len(self.history)}, turns={len(self.turns)})"
+
+    def send(
+        self,
+        prompt: str | Message,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        tools: ToolRegistry | None = None,
+        options: GenerationOptions | None = None,
+        max_turns: int | None = None,
+        cancel: threading.Event | None = None,
+        tool_mode: ToolMode = "auto",
+        images: Iterable[ImagePart] = (),
+    ) -> Iterator[ChatEvent]:
+        """Send a user message and run the loop; the history grows as turns complete.
+
+        Yields:
+            Chat events; the last is always a ``ChatFinishEvent``.
+        """
+        return self.client._run(
+            self.history,
+            _user_message(prompt, images),
+            provider=provider,
+            model=model,
+            system_prompt=self.system_prompt,
+            tools=tools,
+            options=options,
+            max_turns=max_turns,
+            cancel=cancel,
+            tool_mode=tool_mode,
+            turns=self.turns,
+        )
+
+    def run(
+        self,
+        prompt: str | Message,
+        *,
+        is_complete: Callable[[str], bool] | None = None,
+        on_event: Callable[[ChatEvent], None] | None = None,
+        **kwargs: Any,
+    ) -> RunResult:
+        """Drive the loop to a stop point without streaming.
+
+        Args:
+            prompt: The user message.
+            is_complete: Decides, from the final answer, between ``completed`` (True) and
+                ``waiting_user`` (False) when the model stops without tool calls.
+                ``None``: always ``completed``.
+            on_event: Called with every event (progress reporting).
+            **kwargs: As :meth:`send`.
+
+        Returns:
+            The phase (``completed``, ``waiting_user``, ``failed``, ``cancelled``), the final
+            text, the error (for ``failed``), the number of turns and the usage.
+        """
+        first_turn = len(self.turns)
+        error: ErrorInfo | None = None
+        finish: ChatFinishEvent | None = None
+        for event in self.send(prompt, **kwargs):
+            if on_event is not None:
+                on_event(event)
+            if isinstance(event, ErrorEvent):
+                error = event.error
+            elif isinstance(event, ChatFinishEvent):
+                finish = event
+        turns = self.turns[first_turn:]
+        text = turns[-1].text if turns else None
+        usage = finish.usage if finish is not None else None
+        reason = finish.reason if finish is not None else "error"
+        if reason == "complete":
+            done = True if is_complete is None else bool(is_complete(text or ""))
+            phase: Literal["completed", "waiting_user", "failed", "cancelled"] = (
+                "completed" if done else "waiting_user"
+            )
+        elif reason == "cancelled":
+            phase = "cancelled"
+        else:
+            phase = "failed"
+            if error is None:
+                error = ErrorInfo(*_STOP_ERRORS.get(reason, (f"stopped: {reason}", "LLM_ERROR")))
+        return RunResult(phase, text, error if phase == "failed" else None, len(turns), usage)
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        """The conversation as JSON-ready data (``version``, ``system_prompt``, ``messages``)."""
+        return {
+            "version": 1,
+            "system_prompt": self.system_prompt,
+            "messages": [message_to_dict(m) for m in self.history],
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the history as JSON (atomically: a crash never leaves half a file)."""
+        target = Path(path)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1), "utf-8")
+        tmp.replace(target)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str], client: ChatClient) -> Conversation:
+        """Read a conversation written by :meth:`save`.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved
+                conversation.
+        """
+        try:
+            data = json.loads(Path(path).read_text("utf-8"))
+            messages = [message_from_dict(m) for m in data["messages"]]
+            system_prompt = data.get("system_prompt")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ConfigError(f"cannot load a conversation from {path}: {exc}") from exc
+        return cls(client, system_prompt=system_prompt, history=messages)
+
+
+_STOP_ERRORS = {
+    "max_turns": ("the chat used all its turns without finishing", "MAX_TURNS"),
+    "loop_detected": ("the same failing tool call was repeated", "LOOP_DETECTED"),
+    "token_limit": ("the conversation no longer fits the context window", "TOKEN_LIMIT_EXCEEDED"),
+}
+
+
+def message_to_dict(message: Message) -> dict[str, Any]:
+    """A message as JSON-ready data (the history file format)."""
+    parts: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        else:
+            parts.append({"type": "image", "data": part.data, "mime_type": part.mime_type})
+    out: dict[str, Any] = {"role": message.role, "parts": parts}
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+    return out
+
+
+def message_from_dict(data: Mapping[str, Any]) -> Message:
+    """The inverse of :func:`message_to_dict`.
+
+    Raises:
+        ValueError: for an unknown role or part type.
+    """
+    role = data["role"]
+    if role not in ("system", "user", "assistant", "tool"):
+        raise ValueError(f"unknown role {role!r}")
+    parts: list[TextPart | ImagePart] = []
+    for part in data.get("parts", []):
+        if part.get("type") == "text":
+            parts.append(TextPart(part["text"]))
+        elif part.get("type") == "image":
+            parts.append(ImagePart(part["data"], part["mime_type"]))
+        else:
+            raise ValueError(f"unknown part type {part.get('type')!r}")
+    calls = [
+        ToolCall.from_arguments(c["id"], c["name"], c.get("arguments", ""))
+        for c in data.get("tool_calls", [])
+    ]
+    return Message(
+        role,
+        parts,
+        name=data.get("name"),
+        tool_call_id=data.get("tool_call_id"),
+        tool_calls=calls,
+    )

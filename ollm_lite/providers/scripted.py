@@ -1,0 +1,192 @@
+"""A provider that replays a script: ``ScriptedProvider``.
+
+For your own tests and for offline demos. It is a real :class:`ProviderAdapter`: it streams
+events with the same guarantees as the HTTP providers (exactly one terminal event, prompt
+cancellation) and records every request it receives, so a test can assert what the chat
+runtime sent.
+
+    provider = ScriptedProvider([
+        [ToolCallEvent(ToolCall.from_arguments("c1", "add", {"a": 1})), FinishEvent("tool")],
+        "The sum is 3.",
+    ])
+
+A ``str`` turn is that text followed by ``FinishEvent("stop")``. When the script runs out, the
+next request ends with an ``ErrorEvent`` (``LLM_BAD_RESPONSE``, "script exhausted").
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..types import (
+    ErrorEvent,
+    ErrorInfo,
+    FinishEvent,
+    ProviderCapabilities,
+    ProviderEvent,
+    ProviderRequest,
+    TextEvent,
+)
+from .base import BaseProvider, approx_token_count
+
+__all__ = ["ScriptedProvider", "ScriptedTurn"]
+
+_TERMINAL = (FinishEvent, ErrorEvent)
+
+
+@dataclass(slots=True)
+class ScriptedTurn:
+    """One scripted model response.
+
+    Attributes:
+        events: What the model "streams", in order. Without a terminal event at the end, a
+            ``FinishEvent("stop")`` (or ``"tool"`` after tool calls) is added.
+        delay: Seconds to wait before each event (cancellable).
+        hang: After the events, block until the request's cancel event is set, like a server
+            that stops talking (a request without a cancel event then ends with an error).
+    """
+
+    events: list[ProviderEvent] = field(default_factory=list)
+    delay: float = 0.0
+    hang: bool = False
+
+
+TurnLike = ScriptedTurn | list[ProviderEvent] | str
+
+
+def _as_turn(turn: TurnLike) -> ScriptedTurn:
+    if isinstance(turn, ScriptedTurn):
+        return turn
+    if isinstance(turn, str):
+        return ScriptedTurn([TextEvent(turn), FinishEvent("stop")])
+    if isinstance(turn, list):
+        return ScriptedTurn(list(turn))
+    raise TypeError(f"a scripted turn is a ScriptedTurn, a list of events or a str, not {turn!r}")
+
+
+class ScriptedProvider(BaseProvider):
+    """Replays scripted turns, one per request; records every request.
+
+    Args:
+        turns: The responses, in order (``ScriptedTurn``, a list of events, or plain text).
+        name: The provider name it reports (and registers under).
+        capabilities: What it claims to support (default: native tool calling, streaming).
+        context_length: What :meth:`context_length` answers (``None``: unknown).
+        token_counter: When given, :meth:`count_tokens` uses it and ``token_counting`` is on.
+
+    Attributes:
+        requests: Every request received, in order.
+    """
+
+    name: str = "scripted"  # type: ignore[misc]  # per instance, unlike the HTTP providers
+    streaming_format: ClassVar[str] = "memory"
+
+    def __init__(
+        self,
+        turns: Iterable[TurnLike] = (),
+        *,
+        name: str = "scripted",
+        capabilities: ProviderCapabilities | None = None,
+        context_length: int | None = None,
+        token_counter: Callable[[ProviderRequest], int] | None = None,
+    ) -> None:
+        self.name = name
+        self.capabilities = capabilities or ProviderCapabilities(
+            streaming=True,
+            tool_calling=True,
+            model_management=False,
+            embeddings=False,
+            token_counting=token_counter is not None,
+            guided_decoding=False,
+            vision=None,
+            thinking=None,
+        )
+        self._context_length = context_length
+        self._token_counter = token_counter
+        self._turns: deque[ScriptedTurn] = deque(_as_turn(t) for t in turns)
+        self._lock = threading.Lock()
+        self.requests: list[ProviderRequest] = []
+
+    def __repr__(self) -> str:
+        return f"ScriptedProvider(name={self.name!r}, turns_left={len(self._turns)})"
+
+    def enqueue(self, turn: TurnLike) -> None:
+        """Add a turn at the end of the script."""
+        with self._lock:
+            self._turns.append(_as_turn(turn))
+
+    @property
+    def remaining(self) -> int:
+        """Turns not yet played."""
+        return len(self._turns)
+
+    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        """Play the next turn of the script.
+
+        Yields:
+            The turn's events, ending with exactly one ``FinishEvent`` or ``ErrorEvent``;
+            ``FinishEvent("cancelled")`` as soon as ``request.cancel`` is set.
+        """
+        with self._lock:
+            self.requests.append(request)
+            turn = self._turns.popleft() if self._turns else None
+        return self._play(turn, request.cancel)
+
+    @staticmethod
+    def _play(turn: ScriptedTurn | None, cancel: threading.Event | None) -> Iterator[ProviderEvent]:
+        if cancel is not None and cancel.is_set():
+            yield FinishEvent("cancelled")
+            return
+        if turn is None:
+            yield ErrorEvent(
+                ErrorInfo("script exhausted: no scripted turn left", "LLM_BAD_RESPONSE")
+            )
+            return
+        saw_tool = False
+        for event in turn.events:
+            if turn.delay > 0 and _wait(cancel, turn.delay):
+                yield FinishEvent("cancelled")
+                return
+            if cancel is not None and cancel.is_set():
+                yield FinishEvent("cancelled")
+                return
+            yield event
+            if isinstance(event, _TERMINAL):
+                return
+            saw_tool = saw_tool or event.type == "tool_call"
+        if turn.hang:
+            if cancel is None:
+                yield ErrorEvent(
+                    ErrorInfo("scripted hang without a cancel event to end it", "LLM_TIMEOUT")
+                )
+                return
+            cancel.wait()
+            yield FinishEvent("cancelled")
+            return
+        yield FinishEvent("tool" if saw_tool else "stop")
+
+    def count_tokens(self, request: ProviderRequest) -> int:
+        """Tokens by the ``token_counter`` given, else the ceil(chars / 4) estimate."""
+        if self._token_counter is None:
+            return approx_token_count(request)
+        return self._token_counter(request)
+
+    def context_length(self, model: str) -> int | None:
+        """The ``context_length`` given at construction."""
+        return self._context_length
+
+    def model_capabilities(self, model: str) -> ProviderCapabilities:
+        """The provider's capabilities (the same for every model)."""
+        return self.capabilities
+
+
+def _wait(cancel: threading.Event | None, seconds: float) -> bool:
+    """Sleep ``seconds``; True if cancelled meanwhile."""
+    if cancel is None:
+        threading.Event().wait(seconds)
+        return False
+    return cancel.wait(seconds)

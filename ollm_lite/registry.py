@@ -1,0 +1,289 @@
+"""Providers by name: ``ProviderRegistry`` and ``default_registry``.
+
+A registry maps canonical names (``adapter.name``) to adapters, plus aliases that resolve to a
+canonical name. Entries may be *lazy*: a factory that builds the adapter on first
+:meth:`ProviderRegistry.get`, so a registry of every built-in provider costs nothing until one
+is used (no HTTP stack is imported before that).
+
+The built-in aliases ``lmstudio``, ``localai``, ``kobold`` and ``llamacpp`` are *preset
+aliases*: they resolve to ``openai-compatible`` (and are not listed as providers of their own),
+but :meth:`ProviderRegistry.get` returns for each its own ``OpenAICompatibleProvider`` with that
+``backend``, configured from ``providers.openai-compatible`` unless the configuration has an
+entry under the alias itself. ``ollama`` is a plain alias of ``local``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from .errors import ConfigError, ProviderNotFound
+from .providers.base import ProviderAdapter
+
+if TYPE_CHECKING:
+    from .config import Config, ProviderConfig
+
+__all__ = ["OPENAI_COMPATIBLE_PRESETS", "ProviderRegistry", "default_registry"]
+
+Factory = Callable[[], ProviderAdapter]
+
+#: Aliases of ``openai-compatible`` that select a backend preset.
+OPENAI_COMPATIBLE_PRESETS = ("lmstudio", "localai", "kobold", "llamacpp")
+
+
+class ProviderRegistry:
+    """Adapters by name, with aliases and a default. Thread-safe.
+
+    Example:
+        registry = ProviderRegistry()
+        registry.register(LocalProvider(), aliases=["ollama"])
+        registry.get("ollama")  # the LocalProvider
+    """
+
+    def __init__(self) -> None:
+        self._adapters: dict[str, ProviderAdapter] = {}
+        self._factories: dict[str, Factory] = {}
+        self._aliases: dict[str, str] = {}
+        self._presets: dict[str, Factory | ProviderAdapter] = {}
+        self._default: str | None = None
+        self._lock = threading.RLock()
+
+    def __repr__(self) -> str:
+        return f"ProviderRegistry(providers={self.list()!r}, default={self._default!r})"
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.resolve(name) is not None
+
+    def register(self, adapter: ProviderAdapter, aliases: Iterable[str] = ()) -> None:
+        """Store ``adapter`` under ``adapter.name`` (replacing an entry of that name).
+
+        Args:
+            adapter: Any object implementing :class:`ProviderAdapter`.
+            aliases: Other names that resolve to it.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when ``adapter`` has no usable ``name``.
+        """
+        name = getattr(adapter, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"cannot register {adapter!r}: it has no name")
+        with self._lock:
+            self._factories.pop(name, None)
+            self._adapters[name] = adapter
+            self._aliases.pop(name, None)
+            self._presets.pop(name, None)
+            for alias in aliases:
+                self.alias(alias, name)
+
+    def register_factory(self, name: str, factory: Factory, aliases: Iterable[str] = ()) -> None:
+        """Register a provider built on first :meth:`get` by ``factory()``.
+
+        The factory's adapter is stored under ``name`` whatever its own ``name`` says (presets
+        share one class name but are separate entries).
+        """
+        with self._lock:
+            self._adapters.pop(name, None)
+            self._factories[name] = factory
+            self._aliases.pop(name, None)
+            self._presets.pop(name, None)
+            for alias in aliases:
+                self.alias(alias, name)
+
+    def register_preset(self, alias: str, name: str, factory: Factory) -> None:
+        """Make ``alias`` resolve to ``name`` but fetch its own adapter, built by ``factory``.
+
+        Used for backend presets: ``get("lmstudio")`` is an OpenAI-compatible provider with the
+        LM Studio backend, while ``resolve("lmstudio") == "openai-compatible"``.
+
+        Raises:
+            ProviderNotFound: ``PROVIDER_NOT_FOUND`` when ``name`` is not registered.
+        """
+        with self._lock:
+            self.alias(alias, name)
+            self._presets[alias] = factory
+
+    def alias(self, alias: str, name: str) -> None:
+        """Make ``alias`` resolve to the registered provider ``name``.
+
+        Raises:
+            ProviderNotFound: ``PROVIDER_NOT_FOUND`` when ``name`` is not registered.
+        """
+        with self._lock:
+            canonical = self.resolve(name)
+            if canonical is None:
+                raise self._not_found(name)
+            self._presets.pop(alias, None)
+            if alias != canonical:
+                self._aliases[alias] = canonical
+
+    def resolve(self, name: str) -> str | None:
+        """The canonical name for ``name`` (aliases first), or ``None`` if unknown."""
+        with self._lock:
+            target = self._aliases.get(name, name)
+            if target in self._adapters or target in self._factories:
+                return target
+            return None
+
+    def get(self, name: str | None = None) -> ProviderAdapter | None:
+        """The provider for ``name`` (``None``: the default), or ``None`` if unknown.
+
+        Raises:
+            OllmError: whatever building a lazily registered provider raised (e.g.
+                ``CONFIG_INVALID`` for a bad base URL).
+        """
+        with self._lock:
+            if name is None:
+                name = self._default
+                if name is None:
+                    return None
+            canonical = self.resolve(name)
+            if canonical is None:
+                return None
+            preset = self._presets.get(name)
+            if preset is not None:
+                if not isinstance(preset, ProviderAdapter):
+                    preset = preset()
+                    self._presets[name] = preset
+                return preset
+            adapter = self._adapters.get(canonical)
+            if adapter is None:
+                adapter = self._factories[canonical]()
+                self._adapters[canonical] = adapter
+                del self._factories[canonical]
+            return adapter
+
+    def require(self, name: str | None = None) -> ProviderAdapter:
+        """Like :meth:`get`, but an unknown name raises.
+
+        Raises:
+            ProviderNotFound: ``PROVIDER_NOT_FOUND`` naming the registered providers.
+        """
+        adapter = self.get(name)
+        if adapter is None:
+            raise self._not_found(name if name is not None else "(default)")
+        return adapter
+
+    def set_default(self, name: str) -> None:
+        """Make ``name`` (or what it aliases) the default provider.
+
+        Raises:
+            ProviderNotFound: ``PROVIDER_NOT_FOUND`` when it is not registered.
+        """
+        with self._lock:
+            canonical = self.resolve(name)
+            if canonical is None:
+                raise self._not_found(name)
+            self._default = canonical
+
+    def get_default(self) -> ProviderAdapter:
+        """The default provider.
+
+        Raises:
+            ProviderNotFound: ``PROVIDER_NOT_FOUND`` when no default is set.
+        """
+        with self._lock:
+            if self._default is None:
+                raise ProviderNotFound(
+                    "no default provider is set: call set_default(name)",
+                    details={"registered": self.list()},
+                )
+            return self.require(self._default)
+
+    @property
+    def default_name(self) -> str | None:
+        """The canonical name of the default provider, if one is set."""
+        return self._default
+
+    def list(self) -> list[str]:
+        """Registered canonical names (no aliases), in registration order."""
+        with self._lock:
+            names = [*self._adapters, *self._factories]
+            return list(dict.fromkeys(names))
+
+    def aliases(self) -> dict[str, str]:
+        """Alias → canonical name."""
+        with self._lock:
+            return dict(self._aliases)
+
+    def _not_found(self, name: str) -> ProviderNotFound:
+        known = self.list()
+        return ProviderNotFound(
+            f"no provider named {name!r}; registered: {', '.join(known) or 'none'}",
+            provider=name,
+            details={"registered": known, "aliases": sorted(self._aliases)},
+        )
+
+
+# --------------------------------------------------------------------------- built-ins
+
+
+def default_registry(config: Config | None = None) -> ProviderRegistry:
+    """A registry of the built-in providers, built lazily from ``config``.
+
+    Registers ``local`` (Ollama, the default), ``vllm``, ``openai-compatible`` and ``gemini``;
+    ``ollama`` aliases ``local``; ``lmstudio``, ``localai``, ``kobold`` and ``llamacpp`` alias
+    ``openai-compatible`` and fetch an ``OpenAICompatibleProvider`` preset with that backend.
+    No provider is constructed (and no HTTP library imported) until it is first fetched.
+
+    Args:
+        config: Base URLs, API keys, backends and timeouts per provider, and the default
+            provider (``config.provider``). ``None``: environment variables and defaults.
+
+    Raises:
+        ProviderNotFound: ``PROVIDER_NOT_FOUND`` when ``config.provider`` names no provider.
+    """
+    sections: dict[str, ProviderConfig] = dict(config.providers) if config is not None else {}
+    registry = ProviderRegistry()
+
+    def settings(name: str, fallback: str | None = None) -> dict[str, Any]:
+        section = sections.get(name)
+        if section is None and fallback is not None:
+            section = sections.get(fallback)
+        if section is None:
+            return {}
+        out: dict[str, Any] = {}
+        for key in ("base_url", "api_key", "timeout"):
+            value = getattr(section, key, None)
+            if value is not None:
+                out[key] = value
+        return out
+
+    def local() -> ProviderAdapter:
+        from .providers.ollama import LocalProvider
+
+        return LocalProvider(**settings("local", "ollama"))
+
+    def vllm() -> ProviderAdapter:
+        from .providers.vllm import VllmProvider
+
+        return VllmProvider(**settings("vllm"))
+
+    def gemini() -> ProviderAdapter:
+        from .providers.gemini import GeminiProvider
+
+        return GeminiProvider(**settings("gemini"))
+
+    def openai_compatible(preset: str | None = None) -> Factory:
+        def build() -> ProviderAdapter:
+            from .providers.openai_compat import OpenAICompatibleProvider
+
+            kwargs = (
+                settings(preset, "openai-compatible") if preset else settings("openai-compatible")
+            )
+            backend = preset
+            if backend is None:
+                section = sections.get("openai-compatible")
+                backend = getattr(section, "backend", None) or "generic"
+            return OpenAICompatibleProvider(backend=backend, **kwargs)
+
+        return build
+
+    registry.register_factory("local", local, aliases=["ollama"])
+    registry.register_factory("vllm", vllm)
+    registry.register_factory("openai-compatible", openai_compatible())
+    registry.register_factory("gemini", gemini)
+    for preset in OPENAI_COMPATIBLE_PRESETS:
+        registry.register_preset(preset, "openai-compatible", openai_compatible(preset))
+    registry.set_default(config.provider if config is not None and config.provider else "local")
+    return registry
