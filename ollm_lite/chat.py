@@ -370,7 +370,7 @@ class _Loop:
                         )
                         yield self._finish("error")
                         return
-                    self.history.append(Message.assistant(step.raw or turn.text))
+                    self.history.append(_assistant(step.raw or turn.text))
                     self.history.append(Message.user(react.correction_message(step)))
                     yield TurnCompleteEvent(number)
                     continue
@@ -380,16 +380,16 @@ class _Loop:
                     turn.text = answer
                     if answer:
                         yield TextEvent(answer)
-                    self.history.append(Message.assistant(answer))
+                    self.history.append(_assistant(answer))
                     yield TurnCompleteEvent(number)
                     yield self._finish("complete")
                     return
                 call = react.to_tool_call(step, f"react_{number}")
                 turn.tool_calls = [call]
-                self.history.append(Message.assistant(step.raw or turn.text))
+                self.history.append(_assistant(step.raw or turn.text))
             else:
                 if not turn.tool_calls:
-                    self.history.append(Message.assistant(turn.text))
+                    self.history.append(_assistant(turn.text))
                     if turn.finish_reason == "length":
                         yield WarningEvent(
                             "MAX_TOKENS_REACHED", "the answer was cut at the max_tokens limit"
@@ -398,7 +398,7 @@ class _Loop:
                     yield self._finish("complete")
                     return
                 turn.tool_calls = _unique_ids(turn.tool_calls, number)
-                self.history.append(Message.assistant(turn.text, turn.tool_calls))
+                self.history.append(_assistant(turn.text, turn.tool_calls))
             results = yield from self._run_tools(turn.tool_calls)
             turn.results = results
             for call, result in zip(turn.tool_calls, results, strict=True):
@@ -519,7 +519,7 @@ class _Loop:
     def _keep_partial(self, turn: Turn) -> None:
         """A turn that ended early keeps the text already shown, never half tool calls."""
         if turn.text:
-            self.history.append(Message.assistant(turn.text))
+            self.history.append(_assistant(turn.text))
 
     def _add_usage(self, usage: Usage | None) -> None:
         if usage is None:
@@ -663,10 +663,15 @@ def _canonical(args: dict[str, Any], raw: str) -> str:
         return repr(args)
 
 
+def _assistant(text: str, tool_calls: Iterable[ToolCall] = ()) -> Message:
+    """An assistant message that always has a part (an empty text beside tool calls)."""
+    return Message("assistant", [TextPart(text)], tool_calls=list(tool_calls))
+
+
 def _user_message(prompt: str | Message, images: Iterable[ImagePart]) -> Message:
     if isinstance(prompt, Message):
         return prompt
-    return Message.user(prompt, images)
+    return Message("user", [TextPart(prompt), *images])
 
 
 def _check_positive_int(name: str, value: object) -> None:
