@@ -1,0 +1,107 @@
+"""ProviderRegistry and default_registry: names, aliases, presets, defaults, laziness."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ollm_lite.errors import ProviderNotFound
+from ollm_lite.providers.scripted import ScriptedProvider
+from ollm_lite.registry import ProviderRegistry, default_registry
+
+NAMES = st.lists(
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=10), max_size=8
+)
+
+
+@given(NAMES)
+def test_property_1_register_then_get_returns_the_same_instance(names: list[str]) -> None:
+    """Property 1: Provider Registration and Retrieval."""
+    registry = ProviderRegistry()
+    adapters = {name: ScriptedProvider(name=name) for name in names}
+    for adapter in adapters.values():
+        registry.register(adapter)
+    for name, adapter in adapters.items():
+        assert registry.get(name) is adapter
+
+
+@given(NAMES.filter(bool), st.data())
+def test_property_2_default_resolution(names: list[str], data: st.DataObject) -> None:
+    """Property 2: the default is what get_default() and get() without a name return."""
+    registry = ProviderRegistry()
+    for name in names:
+        registry.register(ScriptedProvider(name=name))
+    chosen = data.draw(st.sampled_from(names))
+    registry.set_default(chosen)
+    assert registry.get_default() is registry.get(chosen)
+    assert registry.get() is registry.get(chosen)
+
+
+@given(NAMES)
+def test_property_3_list_is_complete_without_duplicates(names: list[str]) -> None:
+    """Property 3: list() returns exactly the registered names, once each."""
+    registry = ProviderRegistry()
+    for name in names:
+        registry.register(ScriptedProvider(name=name))
+        registry.register(ScriptedProvider(name=name))  # re-registering replaces
+    if names:
+        registry.alias("an-alias-name", names[0])
+    assert sorted(registry.list()) == sorted(set(names))
+
+
+def test_aliases_resolve_first_and_unknown_names() -> None:
+    registry = ProviderRegistry()
+    local = ScriptedProvider(name="local")
+    registry.register(local, aliases=["ollama"])
+    assert registry.resolve("ollama") == "local"
+    assert registry.get("ollama") is local
+    assert registry.get("missing") is None
+    assert registry.get() is None  # no default yet
+    with pytest.raises(ProviderNotFound) as info:
+        registry.set_default("missing")
+    assert info.value.code == "PROVIDER_NOT_FOUND"
+    with pytest.raises(ProviderNotFound):
+        registry.get_default()
+    with pytest.raises(ProviderNotFound):
+        registry.alias("x", "missing")
+
+
+def test_default_registry_names_aliases_and_default() -> None:
+    registry = default_registry()
+    assert sorted(registry.list()) == ["gemini", "local", "openai-compatible", "vllm"]
+    assert registry.resolve("ollama") == "local"
+    for preset in ("lmstudio", "localai", "kobold", "llamacpp"):
+        assert registry.resolve(preset) == "openai-compatible"
+    assert registry.default_name == "local"
+
+
+def test_default_registry_builds_nothing_until_asked() -> None:
+    code = (
+        "import sys\n"
+        "from ollm_lite.registry import default_registry\n"
+        "r = default_registry()\n"
+        "assert 'requests' not in sys.modules, 'requests imported too early'\n"
+        "p = r.get('ollama')\n"
+        "assert p.name == 'local' and 'requests' in sys.modules\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_default_registry_uses_config() -> None:
+    from ollm_lite.config import Config, ProviderConfig
+
+    config = Config(
+        provider="ollama",
+        providers={"local": ProviderConfig(base_url="http://gpu-box:11434")},
+    )
+    registry = default_registry(config)
+    assert registry.default_name == "local"
+    provider = registry.get_default()
+    assert "gpu-box:11434" in repr(provider)
