@@ -158,7 +158,7 @@ BACKENDS: dict[str, Backend] = {
         "protocol, engine/protocol.py ModelCard.max_model_len",
     ),
 }
-"""Every backend preset by name; ``vllm`` is used by :class:`~ollm_lite.providers.vllm.VllmProvider`."""
+"""Every backend preset by name (``vllm`` is the row of ``VllmProvider``)."""
 
 #: The presets ``OpenAICompatibleProvider(backend=...)`` accepts.
 OPENAI_COMPATIBLE_BACKENDS = ("lmstudio", "localai", "kobold", "llamacpp", "generic")
