@@ -55,6 +55,8 @@ class Backend:
         tool_calling: Whether tool calling is known to work (``None``: depends on the model).
         thinking: Whether reasoning deltas can arrive (``None``: unknown).
         embeddings: Whether ``/v1/embeddings`` exists.
+        guided_decoding: Whether vLLM-style guided decoding (``guided_*`` /
+            ``structured_outputs``) is available.
         quirks: Known stream quirks, for the reader (the parser tolerates all of them anyway).
         source: Where the facts of this row come from.
     """
@@ -72,6 +74,7 @@ class Backend:
     tool_calling: bool | None = None
     thinking: bool | None = None
     embeddings: bool = True
+    guided_decoding: bool = False
     quirks: str = ""
     source: str = ""
 
@@ -150,6 +153,7 @@ BACKENDS: dict[str, Backend] = {
         version_path="/version",
         repeat_penalty_key="repetition_penalty",
         thinking=True,
+        guided_decoding=True,
         quirks="reasoning arrives as delta.reasoning (new) or reasoning_content (old); "
         "guided_* silently ignored from 0.12 (structured_outputs instead); errors may come as "
         "data: {error} before [DONE]",
