@@ -81,7 +81,7 @@ class VllmOptions:
 
 
 def parse_version(text: Any) -> tuple[int, ...] | None:
-    """``"0.11.2"`` / ``"0.12.0rc1.dev5+g1a2b"`` → ``(0, 11, 2)`` / ``(0, 12, 0)``; else ``None``."""
+    """``"0.11.2"`` → ``(0, 11, 2)``, ``"0.12.0rc1.dev5+g1a2b"`` → ``(0, 12, 0)``, else None."""
     if not isinstance(text, str):
         return None
     match = re.match(r"\s*v?(\d+)\.(\d+)(?:\.(\d+))?", text)
