@@ -1,0 +1,193 @@
+"""Properties of the OpenAI wire mapping (hypothesis).
+
+* However the arguments of tool calls are cut into fragments (and whichever server quirk is
+  used: repeated id/name, missing index after the first fragment), assembly gives back the
+  calls exactly.
+* However the SSE bytes of a stream are cut into network chunks, the events are the same.
+* Any sequence of data values ends in exactly one terminal event, and nothing but the library's
+  own events (no exception) comes out.
+* Messages survive ``message_to_openai`` → ``message_from_openai``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ollm_lite.providers import _openai_wire as wire
+from ollm_lite.streams import SSEDecoder
+from ollm_lite.types import (
+    ErrorEvent,
+    FinishEvent,
+    ImagePart,
+    Message,
+    ProviderEvent,
+    TextEvent,
+    TextPart,
+    ToolCall,
+    ToolCallEvent,
+)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+arg_objects = st.dictionaries(st.text(min_size=1, max_size=8), json_values, max_size=4)
+names = st.from_regex(r"[a-z_][a-z0-9_]{0,15}", fullmatch=True)
+
+
+def cuts(text: str, points: list[int]) -> list[str]:
+    bounds = sorted({p % (len(text) + 1) for p in points} | {0, len(text)})
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def feed(data_values: list[str]) -> list[ProviderEvent]:
+    state = wire.ChatStreamState()
+    out: list[ProviderEvent] = []
+    for data in data_values:
+        out.extend(state.handle(data))
+        if state.terminal is not None:
+            break
+    tail, terminal = state.end()
+    return [*out, *tail, terminal]
+
+
+def chunk_data(delta: dict[str, Any], finish: str | None = None) -> str:
+    return json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    calls=st.lists(st.tuples(names, arg_objects), min_size=1, max_size=3),
+    points=st.lists(st.integers(0, 400), max_size=8),
+    repeat_id=st.booleans(),
+    drop_index=st.booleans(),
+)
+def test_fragments_assemble_to_the_calls(
+    calls: list[tuple[str, dict[str, Any]]], points: list[int], repeat_id: bool, drop_index: bool
+) -> None:
+    data: list[str] = []
+    for i, (name, args) in enumerate(calls):
+        text = json.dumps(args)
+        first = {
+            "index": i,
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        data.append(chunk_data({"tool_calls": [first]}))
+        for piece in cuts(text, points):
+            frag: dict[str, Any] = {"function": {"arguments": piece}}
+            if not drop_index:
+                frag["index"] = i
+            if repeat_id:
+                frag["id"] = f"call_{i}"
+                frag["function"]["name"] = name
+            data.append(chunk_data({"tool_calls": [frag]}))
+    data.append(chunk_data({}, "stop"))
+    data.append("[DONE]")
+    events = feed(data)
+    got = [e.value for e in events if isinstance(e, ToolCallEvent)]
+    assert [(c.id, c.name, c.args) for c in got] == [
+        (f"call_{i}", name, args) for i, (name, args) in enumerate(calls)
+    ]
+    assert isinstance(events[-1], FinishEvent) and events[-1].reason == "tool"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    words=st.lists(st.text(min_size=1, max_size=10), min_size=1, max_size=12),
+    points=st.lists(st.integers(0, 5000), max_size=12),
+    crlf=st.booleans(),
+)
+def test_network_chunking_does_not_change_events(
+    words: list[str], points: list[int], crlf: bool
+) -> None:
+    eol = b"\r\n" if crlf else b"\n"
+    body = b"".join(
+        b"data: " + d.encode() + eol + eol
+        for d in [*(chunk_data({"content": w}) for w in words), chunk_data({}, "stop"), "[DONE]"]
+    )
+
+    def run(pieces: list[bytes]) -> list[ProviderEvent]:
+        decoder = SSEDecoder()
+        data = [e.data for p in pieces for e in decoder.feed(p)] + [e.data for e in decoder.flush()]
+        return feed(data)
+
+    whole = run([body])
+    bounds = sorted({p % (len(body) + 1) for p in points} | {0, len(body)})
+    split = run([body[a:b] for a, b in itertools.pairwise(bounds)])
+    assert split == whole
+    assert "".join(e.value for e in whole if isinstance(e, TextEvent)) == "".join(words)
+
+
+garbage = st.one_of(
+    st.text(max_size=30),
+    st.just("[DONE]"),
+    json_values.map(json.dumps),
+    st.builds(
+        lambda d, f: chunk_data(d, f),
+        st.dictionaries(
+            st.sampled_from(["content", "reasoning", "tool_calls", "function_call", "role"]),
+            json_values,
+            max_size=3,
+        ),
+        st.sampled_from([None, "stop", "length", "tool_calls", "weird"]),
+    ),
+    st.builds(lambda e: json.dumps({"error": e}), json_values),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(garbage, max_size=12))
+def test_any_data_ends_in_exactly_one_terminal(data: list[str]) -> None:
+    events = feed(data)
+    terminals = [e for e in events if isinstance(e, FinishEvent | ErrorEvent)]
+    assert len(terminals) == 1 and events[-1] is terminals[0]
+    if isinstance(terminals[0], ErrorEvent):
+        assert terminals[0].error.code == "LLM_BAD_RESPONSE"
+
+
+text_parts = st.text(min_size=1, max_size=20)
+b64 = st.from_regex(r"[A-Za-z0-9+/]{4,16}", fullmatch=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    role=st.sampled_from(["system", "user", "assistant", "tool"]),
+    text=text_parts,
+    images=st.lists(st.tuples(b64, st.sampled_from(["image/png", "image/jpeg"])), max_size=2),
+    calls=st.lists(st.tuples(names, arg_objects), max_size=2),
+)
+def test_message_round_trip(
+    role: str,
+    text: str,
+    images: list[tuple[str, str]],
+    calls: list[tuple[str, dict[str, Any]]],
+) -> None:
+    parts: list[Any] = [TextPart(text)]
+    if role == "user":
+        parts += [ImagePart(d, m) for d, m in images]
+    tool_calls = (
+        [ToolCall.from_arguments(f"c{i}", n, a) for i, (n, a) in enumerate(calls)]
+        if role == "assistant"
+        else []
+    )
+    message = Message(
+        role,
+        parts,
+        tool_call_id="c0" if role == "tool" else None,  # type: ignore[arg-type]
+        tool_calls=tool_calls,
+    )
+    back = wire.message_from_openai(wire.message_to_openai(message))
+    assert back.role == message.role
+    assert back.parts == message.parts
+    assert back.tool_calls == message.tool_calls
+    assert back.tool_call_id == message.tool_call_id
