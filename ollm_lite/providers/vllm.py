@@ -130,8 +130,7 @@ class VllmProvider(OpenAICompatibleProvider):
             embed_batch_size=embed_batch_size,
         )
         self.options = options or VllmOptions()
-        self._version: tuple[int, ...] | None = None
-        self._version_known = False
+        self._version: list[tuple[int, ...] | None] = []  # empty until read
 
     # ------------------------------------------------------------------ version
 
@@ -141,11 +140,11 @@ class VllmProvider(OpenAICompatibleProvider):
         A failure to connect is not remembered (the next request asks again); an answer
         without a version is.
         """
-        if self._version_known:
-            return self._version
+        if self._version:
+            return self._version[0]
         with self._lock:
-            if self._version_known:
-                return self._version
+            if self._version:
+                return self._version[0]
             try:
                 answer = self._transport.request_json("GET", "/version")
             except OllmError as exc:
@@ -154,10 +153,10 @@ class VllmProvider(OpenAICompatibleProvider):
                     return None
                 answer = None
             version = answer.get("version") if isinstance(answer, dict) else None
-            self._version = parse_version(version)
-            self._version_known = True
+            parsed = parse_version(version)
+            self._version.append(parsed)
             logger.debug("vllm at %s: version %s", self.base_url, version)
-            return self._version
+            return parsed
 
     def _guided_style(self) -> str:
         """``"structured"``, ``"guided"`` or ``"both"`` (version unknown)."""
