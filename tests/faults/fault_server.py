@@ -21,23 +21,24 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make ``transport_support`` importable
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from transport_support import (  # noqa: E402
+from transport_support import (
     Request,
     Script,
-    chunked_head,
     end_chunks,
     open_fds,
     respond,
     send_chunk,
     wait_for_threads,
 )
+
+from ollm_lite.transport import Timeouts
 
 OLLAMA_CHAT = "/api/chat"
 OPENAI_CHAT = "/v1/chat/completions"
@@ -434,6 +435,34 @@ def close_provider(provider: Any) -> None:
 
 
 # --------------------------------------------------------------------------- stream helpers
+
+#: Small limits so every fault resolves in well under a second on loopback.
+FAST = Timeouts(connect=1.0, idle=1.0)
+
+
+class Wire:
+    """One streaming wire format: how to build its provider and what its chat path is."""
+
+    def __init__(self, name: str, path: str, content_type: str) -> None:
+        self.name = name
+        self.path = path
+        self.content_type = content_type
+
+    def provider(self, url: str, *, timeout: Any = FAST, retries: int = 0, **kw: Any) -> Any:
+        if self.name == "ndjson":
+            from ollm_lite.providers.ollama import LocalProvider
+
+            return LocalProvider(base_url=url, timeout=timeout, retries=retries, **kw)
+        from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
+
+        return OpenAICompatibleProvider(base_url=url, timeout=timeout, retries=retries, **kw)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NDJSON = Wire("ndjson", OLLAMA_CHAT, "application/x-ndjson")
+SSE = Wire("sse", OPENAI_CHAT, "text/event-stream")
 
 
 @dataclass

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from conftest import Wire
 from faults.fault_server import (
+    Wire,
     drip,
     headers_then_silence,
+    oa_chunk,
     ollama_lines,
     openai_events,
     refused_url,
     repeat_forever,
     run_stream,
     sse_data,
-    oa_chunk,
     unanswered_connect,
 )
 from transport_support import serve, silent
