@@ -284,6 +284,9 @@ def error_for_status(
     """
     message, facts = _server_message(body, headers.get("content-type", ""))
     message = redact(message)
+    # The structured facts come from the same body: a server echoing the request can put
+    # the key in its error code or type as easily as in its message.
+    facts = {k: redact(v) if isinstance(v, str) else v for k, v in facts.items()}
     reason = facts.get("reason")
     google_status = facts.get("status") if isinstance(facts.get("status"), str) else None
     details: dict[str, Any] = {"status": status, "url": url, **facts}
@@ -418,6 +421,15 @@ class _Adapter(HTTPAdapter):
             "http": _ScopedHTTPPool,
             "https": _ScopedHTTPSPool,
         }
+        # urllib3 2.x closes a pool's idle sockets only when the pool is garbage collected;
+        # an exception traceback that still references a response keeps it alive, so
+        # Transport.close() would leave sockets open. Close pools when they are dropped.
+        self.poolmanager.pools.dispose_func = _close_pool
+
+
+def _close_pool(pool: Any) -> None:
+    with contextlib.suppress(Exception):
+        pool.close()
 
 
 class _Session(requests.Session):
