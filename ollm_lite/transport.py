@@ -32,6 +32,7 @@ import logging
 import random
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -44,6 +45,9 @@ import urllib3
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util.connection import allowed_gai_family
+from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
 from . import __version__
 from .errors import (
@@ -340,12 +344,12 @@ class _Scope:
     __slots__ = ("_lock", "conns", "done", "reason")
 
     def __init__(self) -> None:
-        self.conns: list[HTTPConnection] = []
+        self.conns: list[HTTPConnection | socket.socket] = []
         self.reason: Literal["cancelled", "deadline"] | None = None
         self.done = threading.Event()
         self._lock = threading.Lock()
 
-    def attach(self, conn: HTTPConnection) -> None:
+    def attach(self, conn: HTTPConnection | socket.socket) -> None:
         with self._lock:
             self.conns.append(conn)
             if self.reason is not None:
@@ -359,8 +363,8 @@ class _Scope:
                 _shutdown(conn)
 
 
-def _shutdown(conn: HTTPConnection) -> None:
-    sock = getattr(conn, "sock", None)
+def _shutdown(conn: HTTPConnection | socket.socket) -> None:
+    sock = conn if isinstance(conn, socket.socket) else getattr(conn, "sock", None)
     if sock is None:
         return
     with contextlib.suppress(OSError):
@@ -377,8 +381,54 @@ def _attach_current(conn: HTTPConnection) -> None:
         scope.attach(conn)
 
 
+def _scoped_new_conn(conn: HTTPConnection) -> socket.socket:
+    """urllib3's ``create_connection``, with each socket in the scope *before* ``connect()``.
+
+    A TCP handshake that is never answered blocks in ``connect()`` for the whole connect
+    timeout; a socket the watcher can already see is shut down on cancel, which makes that
+    ``connect()`` fail at once (Linux). Errors are mapped exactly as urllib3 maps them.
+    """
+    scope: _Scope | None = getattr(_current, "scope", None)
+    host = conn._dns_host.strip("[]")
+    err: OSError | None = None
+    try:
+        for af, socktype, proto, _name, addr in socket.getaddrinfo(
+            host, conn.port, allowed_gai_family(), socket.SOCK_STREAM
+        ):
+            sock = socket.socket(af, socktype, proto)
+            try:
+                for option in conn.socket_options or ():
+                    sock.setsockopt(*option)
+                timeout: Any = conn.timeout
+                if timeout is not _DEFAULT_TIMEOUT:
+                    sock.settimeout(timeout)
+                if conn.source_address:
+                    sock.bind(conn.source_address)
+                if scope is not None:
+                    scope.attach(sock)
+                sock.connect(addr)
+            except OSError as exc:
+                err = exc
+                sock.close()
+                continue
+            sys.audit("http.client.connect", conn, conn.host, conn.port)
+            return sock
+        raise err if err is not None else OSError("getaddrinfo returns an empty list")
+    except socket.gaierror as exc:
+        raise NameResolutionError(conn.host, conn, exc) from exc
+    except TimeoutError as exc:
+        raise ConnectTimeoutError(
+            conn, f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})"
+        ) from exc
+    except OSError as exc:
+        raise NewConnectionError(conn, f"Failed to establish a new connection: {exc}") from exc
+
+
 class _ScopedHTTPConnection(HTTPConnection):
     """Registers itself with the sending thread's scope before each request."""
+
+    def _new_conn(self) -> socket.socket:
+        return _scoped_new_conn(self)
 
     def connect(self) -> None:
         super().connect()
@@ -391,6 +441,9 @@ class _ScopedHTTPConnection(HTTPConnection):
 
 
 class _ScopedHTTPSConnection(HTTPSConnection):
+    def _new_conn(self) -> socket.socket:
+        return _scoped_new_conn(self)
+
     def connect(self) -> None:
         super().connect()
         _attach_current(self)
