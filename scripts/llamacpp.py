@@ -641,6 +641,9 @@ def quickstart(prompt: str, *, root: Path | None = None) -> int:
             "--host", info.base_url,
             "--model", MODEL_ALIAS,
             "chat", prompt,
+            # A 270M model: greedy decoding keeps its answer from being empty now and then.
+            "--temperature", "0",
+            "--max-tokens", "128",
         ]  # fmt: skip
         chat = subprocess.Popen(cmd, env=env)
         try:
@@ -677,7 +680,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     group.add_argument("--pid", type=int)
     group.add_argument("--all", action="store_true")
     p_quick = sub.add_parser("quickstart", help="install, serve, chat once, stop")
-    p_quick.add_argument("prompt", nargs="?", default="Say hello in one short sentence.")
+    p_quick.add_argument("prompt", nargs="?", default="Write a haiku about the sea.")
     args = parser.parse_args(argv)
     try:
         if args.command == "install":
