@@ -520,9 +520,12 @@ def soak_scripts(words: int = 20) -> dict[str, Script]:
     def hang(client: socket.socket, req: Request) -> None:
         _head(client, 200, {"Transfer-Encoding": "chunked"}, "application/x-ndjson")
         send_chunk(client, ndjson[0])
-        req.stop.wait(3600)
+        with contextlib.suppress(OSError):
+            client.recv(1)  # returns when the client goes away
 
     return {
+        "/err" + OLLAMA_CHAT: status(500, {"error": "model crashed"}),
+        "/reset" + OPENAI_CHAT: chunks(sse[:3], then="reset", content_type="text/event-stream"),
         OLLAMA_CHAT: chunks(ndjson, keep_alive=True),
         OPENAI_CHAT: chunks(sse, content_type="text/event-stream", keep_alive=True),
         "/hang/api/chat": _keep(hang, False),
