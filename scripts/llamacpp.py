@@ -640,10 +640,11 @@ def quickstart(prompt: str, *, root: Path | None = None) -> int:
             "--provider", "llamacpp",
             "--host", info.base_url,
             "--model", MODEL_ALIAS,
-            "chat", prompt,
+            "chat",
             # A 270M model: greedy decoding keeps its answer from being empty now and then.
             "--temperature", "0",
             "--max-tokens", "128",
+            "--", prompt,  # a prompt may start with "-"
         ]  # fmt: skip
         chat = subprocess.Popen(cmd, env=env)
         try:
