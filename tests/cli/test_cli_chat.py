@@ -1,0 +1,304 @@
+"""``ollm-lite chat`` as a subprocess against loopback Ollama- and llama.cpp-shaped servers."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli_support import assert_one_line_error, popen, run
+from ollama_support import (
+    OllamaServer,
+    Seen,
+    error_midstream_transcript,
+    json_answer,
+    lines,
+    refuse_port,
+    serve,
+    stream,
+    text_transcript,
+    thinking_transcript,
+)
+from openai_support import json_script, llamacpp_native_transcript
+from transport_support import serve as serve_raw
+from transport_support import stream_script
+
+ANSWER = "The sky is blue because of Rayleigh scattering."
+
+
+@pytest.fixture
+def ollama() -> Iterator[OllamaServer]:
+    with serve({("POST", "/api/chat"): stream(text_transcript())}) as server:
+        yield server
+
+
+def chat_bodies(server: OllamaServer) -> list[dict[str, object]]:
+    return [s.json for s in server.seen if s.path == "/api/chat"]
+
+
+def test_streams_answer_to_stdout(tmp_path: Path, ollama: OllamaServer) -> None:
+    """The answer goes to stdout (ending in a newline), nothing to stderr, exit 0."""
+    out = run(tmp_path, "--host", ollama.url, "--model", "llama3.2", "chat", "Why is the sky blue?")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ANSWER + "\n"
+    assert out.stderr == ""
+    body = chat_bodies(ollama)[0]
+    assert body["model"] == "llama3.2"
+    assert body["messages"] == [{"role": "user", "content": "Why is the sky blue?"}]
+
+
+def test_output_arrives_while_the_server_is_still_streaming(tmp_path: Path) -> None:
+    """The first words are on stdout before the server has sent the rest."""
+    chunks = text_transcript()
+    gate = threading.Event()
+
+    def handler(client: socket.socket, req: Seen) -> None:
+        client.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        client.sendall(b"%x\r\n%s\r\n" % (len(chunks[0]), chunks[0]))
+        gate.wait(10)
+        for data in chunks[1:]:
+            client.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+        client.sendall(b"0\r\n\r\n")
+
+    with serve({("POST", "/api/chat"): handler}) as server:
+        proc = popen(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
+        try:
+            assert proc.stdout is not None
+            first = _read_until(proc.stdout, b"The", timeout=15)
+            assert first.startswith(b"The")
+            assert not gate.is_set()
+        finally:
+            gate.set()
+        rest, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert (first + rest).decode() == ANSWER + "\n"
+
+
+def _read_until(pipe: object, marker: bytes, timeout: float) -> bytes:
+    fd = pipe.fileno()  # type: ignore[attr-defined]
+    data = b""
+    deadline = time.monotonic() + timeout
+    while marker not in data:
+        left = deadline - time.monotonic()
+        assert left > 0, f"no {marker!r} on stdout within {timeout} s (got {data!r})"
+        ready, _, _ = select.select([fd], [], [], left)
+        if ready:
+            piece = os.read(fd, 4096)
+            assert piece, f"stdout closed before {marker!r} (got {data!r})"
+            data += piece
+    return data
+
+
+@pytest.mark.parametrize("args", [(), ("-",)])
+def test_prompt_from_stdin(tmp_path: Path, ollama: OllamaServer, args: tuple[str, ...]) -> None:
+    """Without PROMPT, or with '-', the prompt is stdin's whole text."""
+    text = "Summarise this log:\nline one\nline two\n"
+    out = run(tmp_path, "--host", ollama.url, "--model", "m", "chat", *args, input=text)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ANSWER + "\n"
+    assert chat_bodies(ollama)[0]["messages"] == [{"role": "user", "content": text}]
+
+
+def test_empty_stdin_prompt_is_a_usage_error(tmp_path: Path, ollama: OllamaServer) -> None:
+    out = run(tmp_path, "--host", ollama.url, "--model", "m", "chat", input="  \n")
+    assert out.returncode == 2
+    assert "empty prompt" in out.stderr
+    assert chat_bodies(ollama) == []
+
+
+def test_json_events(tmp_path: Path, ollama: OllamaServer) -> None:
+    """--json: one JSON object per event; text events rebuild the answer; the last finishes."""
+    out = run(tmp_path, "--host", ollama.url, "--model", "m", "chat", "--json", "hi")
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    assert "".join(e["value"] for e in events if e["type"] == "text") == ANSWER
+    assert events[-1]["type"] == "chat_finish"
+    assert events[-1]["reason"] == "complete"
+    assert events[-1]["usage"]["completion_tokens"] == 30
+    assert {e["type"] for e in events} <= {"text", "turn_complete", "chat_finish"}
+
+
+def test_no_stream_and_options_reach_the_server(tmp_path: Path, ollama: OllamaServer) -> None:
+    out = run(
+        tmp_path, "chat", "hi", "--no-stream", "--system", "Be brief.", "--temperature", "0.2",
+        "--max-tokens", "64", "--host", ollama.url, "--model", "m",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ANSWER + "\n"
+    body = chat_bodies(ollama)[0]
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}  # type: ignore[index]
+    assert body["options"] == {"temperature": 0.2, "num_predict": 64}
+
+
+def test_no_stream_json_is_one_result_object(tmp_path: Path, ollama: OllamaServer) -> None:
+    out = run(tmp_path, "--host", ollama.url, "--model", "m", "chat", "hi", "--no-stream", "--json")
+    assert out.returncode == 0, out.stderr
+    (result,) = [json.loads(line) for line in out.stdout.splitlines()]
+    assert result == {
+        "type": "result",
+        "content": ANSWER,
+        "thinking": None,
+        "reason": "complete",
+        "error": None,
+    }
+
+
+def test_thinking_only_with_flag_and_only_on_stderr(tmp_path: Path) -> None:
+    with serve({("POST", "/api/chat"): stream(thinking_transcript())}) as server:
+        plain = run(tmp_path, "--host", server.url, "--model", "qwen3", "chat", "17*23?")
+        shown = run(
+            tmp_path, "--host", server.url, "--model", "qwen3", "chat", "17*23?", "--show-thinking"
+        )
+    answer = "17 × 23 = **391**\n"  # noqa: RUF001
+    assert plain.returncode == shown.returncode == 0
+    assert plain.stdout == shown.stdout == answer
+    assert plain.stderr == ""
+    assert "Okay, 17 times 23 is 391." in shown.stderr
+    assert "\x1b[" not in shown.stderr  # stderr is not a terminal: no colour codes
+
+
+def test_closed_port_is_one_line_error(tmp_path: Path) -> None:
+    """Nothing listening: exit 1 and one line naming the URL, no traceback."""
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--host", url, "--model", "m", "chat", "hi")
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert_one_line_error(out.stderr, "CONNECTION_FAILED")
+    assert url in out.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--debug", "--host", url, "models", "list")
+    assert out.returncode == 1
+    assert "Traceback" in out.stderr
+    assert "ollm-lite: error [CONNECTION_FAILED]" in out.stderr
+
+
+def test_error_mid_stream_keeps_the_partial_answer(tmp_path: Path) -> None:
+    with serve({("POST", "/api/chat"): stream(error_midstream_transcript())}) as server:
+        out = run(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
+    assert out.returncode == 1
+    assert out.stdout == " Yes. I can\n"
+    assert_one_line_error(out.stderr, "LLM_BAD_RESPONSE")
+    assert "an error was encountered while running the model" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("chat", "hi", "--temperature", "hot"), "not a number"),
+        (("chat", "hi", "--max-tokens", "0"), "at least 1"),
+        (("--provider", "mistral", "chat", "hi"), "unknown provider 'mistral'"),
+        (("--host", "ftp://x", "chat", "hi"), "scheme must be http"),
+        (("chat", "hi", "--bogus"), "unrecognized arguments"),
+        (("models",), "choose an action"),
+        (("frobnicate",), "invalid choice"),
+        ((), "usage:"),
+    ],
+)
+def test_usage_errors_exit_2(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    out = run(tmp_path, *args)
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_model_from_the_server_when_it_has_one(tmp_path: Path) -> None:
+    """No --model: a server with exactly one chat model uses it."""
+    tags = {"models": [{"name": "only:1b", "model": "only:1b", "size": 1}]}
+    routes = {
+        ("POST", "/api/chat"): stream(text_transcript()),
+        ("GET", "/api/tags"): json_answer(tags),
+    }
+    with serve(routes) as server:
+        out = run(tmp_path, "--host", server.url, "chat", "hi")
+        assert out.returncode == 0, out.stderr
+        assert chat_bodies(server)[0]["model"] == "only:1b"
+
+
+def test_no_model_and_several_on_the_server(tmp_path: Path) -> None:
+    tags = {"models": [{"name": n, "model": n} for n in ("a:1b", "b:7b")]}
+    with serve({("GET", "/api/tags"): json_answer(tags)}) as server:
+        out = run(tmp_path, "--host", server.url, "chat", "hi")
+    assert out.returncode == 1
+    assert_one_line_error(out.stderr, "CONFIG_INVALID")
+    assert "a:1b, b:7b" in out.stderr and "--model" in out.stderr
+
+
+def test_environment_and_config_file_select_server(tmp_path: Path, ollama: OllamaServer) -> None:
+    """OLLAMA_HOST / OLLM_MODEL work without flags; the file is read from ~/.config/ollm."""
+    from cli_support import cli_env
+
+    env = cli_env(tmp_path, OLLAMA_HOST=ollama.url, OLLM_MODEL="env-model")
+    out = run(tmp_path, "chat", "hi", env=env)
+    assert out.returncode == 0, out.stderr
+    config = tmp_path / ".config/ollm/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(f'model = "file-model"\n[providers.local]\nbase_url = "{ollama.url}"\n')
+    out = run(tmp_path, "chat", "hi")
+    assert out.returncode == 0, out.stderr
+    assert [b["model"] for b in chat_bodies(ollama)] == ["env-model", "file-model"]
+
+
+def test_invalid_config_file_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[providers.local]\nbase_url = "ftp://nowhere"\n')
+    out = run(tmp_path, "--config", str(config), "chat", "hi")
+    assert out.returncode == 1
+    assert_one_line_error(out.stderr, "CONFIG_INVALID")
+    assert "providers.local.base_url" in out.stderr and "config validate" in out.stderr
+
+
+def test_llamacpp_quick_start_command(tmp_path: Path) -> None:
+    """`--provider llamacpp --host URL chat "hi"` streams from an OpenAI-style SSE server."""
+    models = {"object": "list", "data": [{"id": "gemma.gguf", "object": "model"}]}
+    scripts = {
+        "/v1/chat/completions": stream_script(llamacpp_native_transcript()),
+        "/v1/models": json_script(models),
+    }
+    with serve_raw(scripts) as server:
+        out = run(tmp_path, "--provider", "llamacpp", "--host", server.url, "chat", "hi")
+        bodies = [json.loads(r.body) for r in server.requests if r.path == "/v1/chat/completions"]
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "Hello! How can I help?\n"
+    assert bodies[0]["model"] == "gemma.gguf"
+    assert bodies[0]["stream"] is True
+
+
+def test_sigint_during_silent_stream_exits_130_with_partial_answer(tmp_path: Path) -> None:
+    """Ctrl-C while the server is silent: exit 130 promptly, the partial answer on stdout."""
+    chunks = lines(
+        [
+            {"model": "m", "created_at": "x", "message": {"role": "assistant", "content": w},
+             "done": False}
+            for w in ("Partial", " answer")
+        ]
+    )  # fmt: skip
+    with serve({("POST", "/api/chat"): stream(chunks, then="hang")}) as server:
+        proc = popen(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
+        assert proc.stdout is not None
+        got = _read_until(proc.stdout, b"answer", timeout=15)
+        started = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        try:
+            rest, err = proc.communicate(timeout=10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        elapsed = time.monotonic() - started
+    assert proc.returncode == 130, err
+    assert elapsed < 2.0
+    assert (got + rest).decode() == "Partial answer\n"
+    assert b"Traceback" not in err
+    assert b"cancelled" in err
