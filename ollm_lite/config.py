@@ -65,7 +65,9 @@ __all__ = [
     "canonical_provider",
     "config_path",
     "expand_vars",
+    "config_secrets",
     "load_config",
+    "mask_secrets",
     "redacted",
     "validate_config",
 ]
@@ -146,6 +148,13 @@ class ProviderConfig:
     backend: str | None = None
     timeout: float | None = None
 
+    def __repr__(self) -> str:
+        text = (
+            f"ProviderConfig(base_url={self.base_url!r}, backend={self.backend!r}, "
+            f"timeout={self.timeout!r})"
+        )
+        return mask_secrets(text, _secret_strings(self.api_key))
+
 
 @dataclass(slots=True, kw_only=True)
 class Config:
@@ -170,6 +179,14 @@ class Config:
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     issues: list[ConfigIssue] = field(default_factory=list, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        text = (
+            f"Config(provider={self.provider!r}, model={self.model!r}, "
+            f"providers={self.providers!r}, context_limits={self.context_limits!r}, "
+            f"source={self.source!r})"
+        )
+        return mask_secrets(text, config_secrets(self))
 
     def provider_config(self, name: str | None = None) -> ProviderConfig:
         """The settings of ``name`` (default: the selected provider); empty when unset."""
@@ -242,7 +259,7 @@ def expand_vars(text: str, env: Mapping[str, str], *, where: str = "value") -> s
         body = match.group(1)
         if body is None:
             raise ConfigError(
-                f"{where}: unterminated '${{' in {_clip(text)!r} (write $${{ for a literal ${{)",
+                f"{where}: unterminated '${{' (write $${{ for a literal ${{)",
                 details={"path": where},
             )
         name, sep, default = body.partition(":-")
@@ -544,7 +561,10 @@ def validate_config(config: Config) -> list[ConfigIssue]:
                     "api_key in [providers.gemini]",
                 )
             )
-    return issues
+    secrets = config_secrets(config)
+    return [
+        ConfigIssue(mask_secrets(i.path, secrets), mask_secrets(i.message, secrets)) for i in issues
+    ]
 
 
 def _check_section(name: str, section: Any) -> list[ConfigIssue]:
@@ -669,11 +689,57 @@ def _type_issue(path: str, expected: str, value: Any) -> ConfigIssue:
     return ConfigIssue(path, f"must be {expected}, got {_show(value)}")
 
 
+# --------------------------------------------------------------------------- secrets
+
+#: Shorter "keys" are not masked inside other text (they would garble ordinary words).
+_MIN_SECRET = 6
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def _secret_strings(value: Any) -> list[str]:
+    """Every string inside an ``api_key`` value (a mistyped table may hide the key)."""
+    if isinstance(value, str):
+        return [value] if len(value) >= _MIN_SECRET else []
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _secret_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _secret_strings(v)]
+    return []
+
+
+def config_secrets(config: Config) -> list[str]:
+    """Every configured API key value (to mask wherever a key was pasted by mistake)."""
+    providers: Any = config.providers
+    if not isinstance(providers, dict):
+        return []
+    return [s for p in providers.values() for s in _secret_strings(getattr(p, "api_key", None))]
+
+
+def mask_secrets(text: str, secrets: list[str]) -> str:
+    """``text`` with each of ``secrets`` and any URL user-info (``user:pass@``) as ``***``."""
+    text = _USERINFO.sub("***@", text)
+    for secret in sorted(set(secrets), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 # --------------------------------------------------------------------------- display
 
 
 def redacted(config: Config) -> dict[str, Any]:
-    """``config`` as plain data with every API key replaced by ``"***"`` (for display)."""
+    """``config`` as plain data with every API key replaced by ``"***"`` (for display).
+
+    A key pasted into another field, and URL user-info, are masked as well.
+    """
+    secrets = config_secrets(config)
+
+    def mask(value: Any) -> Any:
+        if isinstance(value, str):
+            return mask_secrets(value, secrets)
+        if isinstance(value, dict):
+            return {mask(k): mask(v) for k, v in value.items()}
+        return value
+
     out: dict[str, Any] = {"provider": config.provider}
     if config.model is not None:
         out["model"] = config.model
@@ -690,4 +756,4 @@ def redacted(config: Config) -> dict[str, Any]:
         out["providers"] = providers
     if config.context_limits:
         out["context_limits"] = dict(config.context_limits)
-    return out
+    return {key: mask(value) for key, value in out.items()}

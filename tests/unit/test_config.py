@@ -433,3 +433,25 @@ def test_import_does_not_load_requests() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "False"
+
+
+def test_key_pasted_elsewhere_and_url_userinfo_are_masked(tmp_path: Path) -> None:
+    """A key typed into the wrong field is still a secret; user:pass@ in a URL is hidden."""
+    key = "sk-pasted-0123456789"
+    path = write(
+        tmp_path,
+        f'[providers.vllm]\napi_key = "{key}"\ntimeout = "{key}"\n'
+        f'base_url = "ftp://user:pw-secret@host"\n'
+        f'[providers.openai-compatible]\nbackend = "{key}"\n',
+    )
+    config = load_config(path, env={})
+    issues = validate_config(config)
+    assert paths(issues) == [
+        "providers.vllm.base_url",
+        "providers.vllm.timeout",
+        "providers.openai-compatible.backend",
+    ]
+    shown = " ".join(map(str, issues)) + repr(config) + repr(redacted(config))
+    assert key not in shown and "pw-secret" not in shown
+    assert "ftp://***@host" in shown
+    assert config.providers["vllm"].timeout == key  # the value itself is kept as loaded
