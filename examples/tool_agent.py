@@ -1,0 +1,120 @@
+"""A tool-using agent: the model answers questions about this machine by calling Python tools.
+
+Three plain functions become tools with ``@tool`` (their JSON Schema comes from the type hints
+and docstrings). The chat runtime runs the calls the model makes, in parallel, sends the results
+back, and streams the final answer. Tool calls are shown on stderr, the answer on stdout.
+
+Against Ollama with a tool-calling model (native tool calls)::
+
+    ollama pull llama3.2
+    OLLM_MODEL=llama3.2 python examples/tool_agent.py "How full is my disk, and what time is it?"
+
+Against the quick-start llama.cpp server (``python3 scripts/llamacpp.py start --server py``)::
+
+    OLLM_PROVIDER=llamacpp OPENAI_COMPATIBLE_HOST=http://127.0.0.1:PORT OLLM_MODEL=gemma3-270m \\
+        python examples/tool_agent.py --react "What time is it?"
+
+``--react`` forces the prompt-based ReAct fallback, for models without native tool calling (a
+270M model follows it only now and then: use a bigger one for real work).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+from ollm_lite import (
+    ChatClient,
+    ChatFinishEvent,
+    ErrorEvent,
+    TextEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+    ToolRegistry,
+    default_registry,
+    load_config,
+    tool,
+)
+
+
+@tool
+def current_time() -> str:
+    """The local date and time, ISO 8601."""
+    return datetime.now().isoformat(timespec="seconds")
+
+
+@tool
+def disk_usage(path: str = "~") -> dict[str, Any]:
+    """How full the disk holding a path is.
+
+    Args:
+        path: Any path on the disk (default: the home folder).
+    """
+    usage = shutil.disk_usage(os.path.expanduser(path))
+    return {
+        "total_gb": round(usage.total / 1e9, 1),
+        "used_gb": round(usage.used / 1e9, 1),
+        "free_gb": round(usage.free / 1e9, 1),
+        "used_percent": round(100 * usage.used / usage.total, 1),
+    }
+
+
+@tool
+def count_files(path: str, pattern: str = "*") -> int:
+    """How many files under a folder match a glob pattern.
+
+    Args:
+        path: The folder.
+        pattern: A glob such as ``*.log``.
+    """
+    from pathlib import Path
+
+    return sum(1 for p in Path(os.path.expanduser(path)).rglob(pattern) if p.is_file())
+
+
+TOOLS = ToolRegistry([current_time, disk_usage, count_files])
+
+
+def ask(
+    question: str,
+    client: ChatClient,
+    *,
+    react: bool = False,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Stream the agent's answer to ``out`` (tool activity to ``err``); returns an exit code."""
+    code = 1
+    for event in client.chat(question, tool_mode="react" if react else "auto"):
+        if isinstance(event, TextEvent):
+            out.write(event.value)
+            out.flush()
+        elif isinstance(event, ToolCallStartEvent):
+            err.write(f"[tool] {event.tool_call.name}({event.tool_call.arguments})\n")
+        elif isinstance(event, ToolCallResultEvent):
+            err.write(f"[tool] -> {event.result.to_json()}\n")
+        elif isinstance(event, ErrorEvent):
+            err.write(f"tool_agent: error [{event.error.code}]: {event.error.message}\n")
+        elif isinstance(event, ChatFinishEvent):
+            code = 0 if event.reason == "complete" else 1
+    out.write("\n")
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Ask a question the model answers with tools.")
+    parser.add_argument("question")
+    parser.add_argument("--react", action="store_true", help="force the ReAct fallback")
+    args = parser.parse_args(argv)
+    config = load_config()
+    client = ChatClient(default_registry(config), tools=TOOLS, model=config.model, max_turns=6)
+    return ask(args.question, client, react=args.react)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""The scripts in ``examples/`` import and work, offline, over ``ScriptedProvider``."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from cli_support import ROOT
+
+from ollm_lite import (
+    Config,
+    ErrorEvent,
+    ErrorInfo,
+    FinishEvent,
+    ProviderRegistry,
+    ScriptedProvider,
+    ScriptedTurn,
+    TextEvent,
+    ToolCall,
+    ToolCallEvent,
+)
+from ollm_lite.chat import ChatClient
+from ollm_lite.errors import OllmError
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+
+
+def load(name: str) -> ModuleType:
+    path = ROOT / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"example_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def offline(
+    module: ModuleType, monkeypatch: pytest.MonkeyPatch, provider: ScriptedProvider
+) -> None:
+    """Make the example's load_config/default_registry give the scripted provider."""
+    registry = ProviderRegistry()
+    registry.register(provider)
+    registry.set_default(provider.name)
+    monkeypatch.setattr(module, "load_config", lambda: Config(model="m"))
+    monkeypatch.setattr(module, "default_registry", lambda config: registry)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_every_example_imports_and_says_how_to_run_it(path: Path) -> None:
+    module = load(path.stem)
+    doc = module.__doc__ or ""
+    assert "python examples/" in doc, "the docstring shows the command line"
+    assert "llamacpp" in doc or "Ollama" in doc
+    assert callable(module.main)
+
+
+def test_expected_examples_exist() -> None:
+    assert {p.stem for p in EXAMPLES} >= {"cron_summarise", "tool_agent", "cancellable_chat"}
+
+
+# --------------------------------------------------------------------------- cron_summarise
+
+
+def test_cron_summarise_main_appends_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cron = load("cron_summarise")
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"line {i}\n" for i in range(500)) + "ERROR disk full\n")
+    provider = ScriptedProvider(["- disk full on /var"])
+    offline(cron, monkeypatch, provider)
+    out = tmp_path / "summaries.txt"
+    assert cron.main([str(log), "--lines", "3", "--out", str(out)]) == 0
+    assert out.read_text().endswith("app.log\n- disk full on /var\n\n")
+    (request,) = provider.requests
+    sent = request.messages[-1].text
+    assert sent.endswith("line 498\nline 499\nERROR disk full\n")
+    assert "line 497" not in sent
+    assert request.system_prompt == cron.SYSTEM
+
+
+def test_cron_summarise_failure_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cron = load("cron_summarise")
+    log = tmp_path / "app.log"
+    log.write_text("something\n")
+    failing = ScriptedProvider([[ErrorEvent(ErrorInfo("server exploded", "LLM_HTTP_ERROR"))]])
+    offline(cron, monkeypatch, failing)
+    assert cron.main([str(log)]) == 1
+    err = capsys.readouterr().err
+    assert err == "cron_summarise: error: server exploded\n"
+    with pytest.raises(OllmError):
+        cron.summarise("x", ChatClient(ScriptedProvider([]), model="m"))
+
+
+# --------------------------------------------------------------------------- tool_agent
+
+
+def test_tool_agent_runs_the_tool_and_streams_the_answer(tmp_path: Path) -> None:
+    agent = load("tool_agent")
+    call = ToolCall.from_arguments("c1", "disk_usage", {"path": str(tmp_path)})
+    provider = ScriptedProvider([[ToolCallEvent(call), FinishEvent("tool")], "Your disk is fine."])
+    client = ChatClient(provider, tools=agent.TOOLS, model="m")
+    out, err = io.StringIO(), io.StringIO()
+    assert agent.ask("How full is my disk?", client, out=out, err=err) == 0
+    assert out.getvalue() == "Your disk is fine.\n"
+    assert "[tool] disk_usage(" in err.getvalue()
+    tool_message = provider.requests[1].messages[-1]
+    assert tool_message.role == "tool"
+    result = json.loads(tool_message.text)
+    assert result["ok"] is True and 0 <= result["data"]["used_percent"] <= 100
+    assert {s.name for s in provider.requests[0].tools or []} == {
+        "current_time", "disk_usage", "count_files",
+    }  # fmt: skip
+
+
+def test_tool_agent_react_mode(tmp_path: Path) -> None:
+    agent = load("tool_agent")
+    (tmp_path / "a.log").write_text("x")
+    (tmp_path / "b.txt").write_text("y")
+    react_call = (
+        "Thought: I should count.\nAction: count_files\n"
+        f'Action Input: {{"path": "{tmp_path}", "pattern": "*.log"}}'
+    )
+    provider = ScriptedProvider([react_call, "Final Answer: There is 1 log file."])
+    client = ChatClient(provider, tools=agent.TOOLS, model="m")
+    out, err = io.StringIO(), io.StringIO()
+    assert agent.ask("How many logs?", client, react=True, out=out, err=err) == 0
+    assert out.getvalue() == "There is 1 log file.\n"
+    assert '[tool] -> {"ok": true, "data": 1}' in err.getvalue()
+    assert provider.requests[0].tools is None  # ReAct: tools described in the prompt instead
+
+
+# --------------------------------------------------------------------------- cancellable_chat
+
+
+def test_cancellable_chat_deadline_keeps_partial_and_continues() -> None:
+    chat = load("cancellable_chat")
+    provider = ScriptedProvider([ScriptedTurn([TextEvent("A long")], hang=True), "Second answer."])
+    conversation = ChatClient(provider, model="m").conversation()
+    out = io.StringIO()
+    started = time.monotonic()
+    reason = chat.answer(conversation, "Tell me everything", threading.Event(), 0.2, out=out)
+    assert reason == "cancelled"
+    assert time.monotonic() - started < 2.0
+    assert out.getvalue() == "A long [stopped]\n"
+    assert chat.answer(conversation, "Shorter, please", threading.Event(), out=out) == "complete"
+    assert out.getvalue().endswith("Second answer.\n")
+    assert [m.role for m in conversation.history] == ["user", "assistant", "user", "assistant"]
+    assert conversation.history[1].text == "A long"
+
+
+def test_cancellable_chat_main_quits_on_eof(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = load("cancellable_chat")
+    offline(chat, monkeypatch, ScriptedProvider(["Hi there."]))
+    lines: list[Any] = iter(["hello", ""])
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
+    assert chat.main([]) == 0
+    assert "Hi there.\n" in capsys.readouterr().out
