@@ -198,3 +198,15 @@ def test_complete_answers_are_unaffected(wire: Wire, no_leaks: Callable[..., Non
     assert out.text == "Hi!"
     assert out.last.type == "finish" and out.last.reason == "stop"
     no_leaks()
+
+
+def test_total_deadline_during_connect(wire: Wire, no_leaks: Callable[..., None]) -> None:
+    """The deadline also ends a TCP handshake that is never answered, before the connect
+    limit."""
+    with unanswered_connect() as url:
+        provider = wire.provider(url, timeout=Timeouts(connect=10.0, idle=30.0))
+        out = run_stream(provider, req(timeout=0.3))
+        provider.close()
+    assert out.code == RequestTimeout.code
+    assert out.elapsed < 1.5
+    no_leaks()
