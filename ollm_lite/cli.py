@@ -25,6 +25,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -333,8 +334,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (`| head`): stop quietly, and keep Python from complaining
         # about the unflushable stdout at exit.
-        with contextlib.suppress(OSError):
-            sys.stdout = open("/dev/null", "w")  # noqa: SIM115
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, out.fileno())
         return EXIT_ERROR
     except OllmError as exc:
         if debug:
@@ -529,6 +531,8 @@ def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
     if reason != "complete":
         ctx.err.write(_error_line(f"the chat ended with {reason}", "LLM_BAD_RESPONSE"))
         return EXIT_ERROR
+    if not "".join(text).strip() and not args.json:
+        ctx.say(f"{PROG}: the model returned an empty answer")
     return EXIT_OK
 
 

@@ -302,3 +302,25 @@ def test_sigint_during_silent_stream_exits_130_with_partial_answer(tmp_path: Pat
     assert (got + rest).decode() == "Partial answer\n"
     assert b"Traceback" not in err
     assert b"cancelled" in err
+
+
+def test_empty_answer_is_noted_on_stderr(tmp_path: Path) -> None:
+    with serve({("POST", "/api/chat"): stream(text_transcript(words=[]))}) as server:
+        out = run(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""
+    assert out.stderr == "ollm-lite: the model returned an empty answer\n"
+
+
+def test_closed_stdout_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`ollm-lite chat ... | head -2`: no BrokenPipeError noise once the reader is gone."""
+    words = [f"line {i}\n" for i in range(3000)]
+    with serve({("POST", "/api/chat"): stream(text_transcript(words=words))}) as server:
+        proc = popen(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == b"line 0\n"
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.wait(timeout=15)
+    assert proc.returncode in (0, 1)
+    assert b"Traceback" not in err and b"Exception ignored" not in err
