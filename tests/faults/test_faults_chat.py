@@ -455,3 +455,112 @@ def test_history_after_a_failed_turn_is_whole(w: Wire, no_leaks: Callable[..., N
     else:
         assert len([m for m in last if m["role"] == "tool"]) == len(calls)
     no_leaks()
+
+
+# ------------------------------------------------------------------ groups 1-3 via the runtime
+
+
+def test_runtime_connection_refused(wire: Wire, no_leaks: Callable[..., None]) -> None:
+    """A closed port through ``ChatClient``: one CONNECTION_FAILED ErrorEvent, then
+    ``ChatFinishEvent("error")``; the chat never raises."""
+    from faults.fault_server import refused_url
+
+    with refused_url() as url:
+        provider = wire.provider(url)
+        client = ChatClient(provider, model="m", context_limits={"m": 1000})
+        events = list(client.chat("hi"))
+        provider.close()
+    assert finish(events) == "error"
+    (error,) = [e for e in events if e.type == "error"]
+    assert error.error.code == "CONNECTION_FAILED"
+    no_leaks()
+
+
+def test_runtime_idle_timeout_keeps_partial_text(wire: Wire, no_leaks: Callable[..., None]) -> None:
+    """Text, then only keep-alives: the runtime reports LLM_TIMEOUT after the idle limit
+    and the text already streamed reached the caller."""
+    first = (
+        ollama_lines(["Hel", "lo"], done=False)
+        if wire.name == "ndjson"
+        else [
+            sse_data(oa_chunk({"content": "Hel"})),
+            sse_data(oa_chunk({"content": "lo"})),
+        ]
+    )
+    ping = b"\n" if wire.name == "ndjson" else b": ping\n\n"
+    script = repeat_forever(ping, every=0.01, first=first, content_type=wire.content_type)
+    with serve({wire.path: script}) as server:
+        provider = wire.provider(server.url, timeout=Timeouts(connect=1.0, idle=0.3))
+        client = ChatClient(provider, model="m", context_limits={"m": 1000})
+        started = time.monotonic()
+        events = list(client.chat("hi"))
+        elapsed = time.monotonic() - started
+        provider.close()
+    assert finish(events) == "error"
+    assert "".join(e.value for e in events if e.type == "text") == "Hello"
+    assert [e.error.code for e in events if e.type == "error"] == ["LLM_TIMEOUT"]
+    assert elapsed < 2.0
+    no_leaks()
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"), [(401, "LLM_AUTH_FAILED"), (429, "LLM_RATE_LIMITED")]
+)
+def test_runtime_status_errors(
+    wire: Wire, code: int, expected: str, no_leaks: Callable[..., None]
+) -> None:
+    """A status error surfaces through the runtime with its code, once."""
+    from faults.fault_server import status
+
+    with serve({wire.path: status(code, {"error": "nope"})}) as server:
+        provider = wire.provider(server.url)
+        client = ChatClient(provider, model="m", context_limits={"m": 1000})
+        events = list(client.chat("hi"))
+        provider.close()
+    assert finish(events) == "error"
+    assert [e.error.code for e in events if e.type == "error"] == [expected]
+    no_leaks()
+
+
+def test_runtime_split_utf8_and_crlf(wire: Wire, no_leaks: Callable[..., None]) -> None:
+    """Framing faults (CRLF and UTF-8 split across reads) are invisible through the runtime."""
+    from faults.fault_server import segments
+
+    words = ["Grüße", " 東京", " 🎉", " a\u2028b"]
+    parts = ollama_lines(words) if wire.name == "ndjson" else openai_events(words, eol=b"\r\n")
+    body = b"".join(parts)
+    cuts = [i for i, b in enumerate(body) if 0x80 <= b < 0xC0 or body[i - 1 : i + 1] == b"\r\n"]
+    pieces, last = [], 0
+    for cut in cuts:
+        pieces.append(body[last:cut])
+        last = cut
+    pieces.append(body[last:])
+    script = segments(pieces, framing="chunked", content_type=wire.content_type, gap=0.001)
+    with serve({wire.path: script}) as server:
+        provider = wire.provider(server.url)
+        client = ChatClient(provider, model="m", context_limits={"m": 1000})
+        events = list(client.chat("hi"))
+        provider.close()
+    assert finish(events) == "complete"
+    assert "".join(e.value for e in events if e.type == "text") == "".join(words)
+    no_leaks()
+
+
+def test_runtime_cancel_during_connect(wire: Wire, no_leaks: Callable[..., None]) -> None:
+    """Cancel while the TCP handshake hangs: the chat ends ``cancelled`` within 0.5 s."""
+    from faults.fault_server import unanswered_connect
+
+    cancel = threading.Event()
+    with unanswered_connect() as url:
+        provider = wire.provider(url, timeout=Timeouts(connect=10.0, idle=30.0))
+        client = ChatClient(provider, model="m", context_limits={"m": 1000})
+        timer = threading.Timer(0.2, cancel.set)
+        timer.start()
+        started = time.monotonic()
+        events = list(client.chat("hi", cancel=cancel))
+        latency = time.monotonic() - started - 0.2
+        timer.join()
+        provider.close()
+    assert finish(events) == "cancelled"
+    assert latency < 0.5
+    no_leaks()
