@@ -289,3 +289,37 @@ def test_human_bytes() -> None:
     assert [human_bytes(n) for n in (0, 999, 1000, 2019377376, 5 * 10**12)] == [
         "0 B", "999 B", "1.0 KB", "2.0 GB", "5.0 TB",
     ]  # fmt: skip
+
+
+def test_models_pull_draws_a_bar_on_a_terminal(tmp_path: Path) -> None:
+    """stdout a TTY: the progress is one redrawn line (\\r) with a bar, not a line per step."""
+    import os
+    import pty
+    import subprocess
+
+    from cli_support import ROOT, command
+
+    master, slave = pty.openpty()
+    with serve({("POST", "/api/pull"): stream(pull_transcript())}) as server:
+        proc = subprocess.Popen(
+            command("--host", server.url, "models", "pull", "llama3.2"),
+            cwd=ROOT, env=cli_env(tmp_path), stdin=subprocess.DEVNULL, stdout=slave,
+            stderr=subprocess.PIPE,
+        )  # fmt: skip
+        os.close(slave)
+        output = b""
+        while True:
+            try:
+                piece = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not piece:
+                break
+            output += piece
+        proc.wait(timeout=15)
+    os.close(master)
+    text = output.decode()
+    assert proc.returncode == 0
+    assert "\r\x1b[K" in text
+    assert "[########################] 100%" in text
+    assert "pulled llama3.2" in text
