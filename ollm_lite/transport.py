@@ -208,6 +208,17 @@ class _Redactor:
                 text = text.replace(secret, "***")
         return text
 
+    def event(self, event: Any) -> Any:
+        """An ``ErrorEvent`` with its message and details redacted; other events unchanged.
+
+        For errors a server reports *inside* a 200 stream, which never pass the status
+        mapping (a server echoing the key mid-stream must not leak it).
+        """
+        error = getattr(event, "error", None)
+        if error is None or not self._secrets:
+            return event
+        return type(event)(type(error)(self(error.message), error.code, self.obj(error.details)))
+
     def obj(self, value: Any) -> Any:
         if isinstance(value, str):
             return self(value)
@@ -642,6 +653,17 @@ class StreamResponse:
                     yield chunk
         except OllmError:
             raise
+        except urllib3.exceptions.DecodeError as exc:
+            if self._scope.reason is not None or self._cancelled():
+                raise self._read_error(exc) from exc
+            encoding = self.headers.get("content-encoding", "")
+            raise BadResponse(
+                f"{self._transport.provider} at {self._transport.base_url} sent a body that "
+                f"could not be decoded (Content-Encoding: {encoding or 'none'})",
+                provider=self._transport.provider,
+                model=self._model,
+                details={"content_encoding": encoding},
+            ) from exc
         except (
             requests.RequestException,
             urllib3.exceptions.HTTPError,
@@ -1079,6 +1101,23 @@ class Transport:
             )
         if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
             return ConfigError(f"invalid URL for {self.provider}: {self.redact(str(exc))}")
+        if isinstance(exc, requests.exceptions.TooManyRedirects):
+            return BadResponse(
+                f"{self.provider} at {self.base_url} redirected too many times "
+                f"(last: {self.redact(str(getattr(exc.request, 'url', '')))[:200]})",
+                provider=self.provider,
+                model=model,
+            )
+        if "BadStatusLine" in str(exc):
+            # Something listens there, but it is not an HTTP server (wrong port or service):
+            # trying again cannot help.
+            return ConnectionFailed(
+                f"{self.provider} at {self.base_url} did not answer with HTTP; is this the "
+                f"right address and port?{' ' + self.start_hint if self.start_hint else ''}",
+                url=self.base_url,
+                provider=self.provider,
+                model=model,
+            )
         if isinstance(exc, requests.exceptions.ConnectionError) and "RemoteDisconnected" not in (
             str(exc)
         ):

@@ -203,17 +203,18 @@ class LocalProvider(BaseProvider):
             ) as resp:
                 for item in resp.iter_decoded(decoder):
                     events = handle(item)
+                    if state.terminal is not None:
+                        yield from map(self._transport.redact.event, events)
+                        break
                     if events:
                         yield from events
-                    if state.terminal is not None:
-                        break
         except Cancelled:
             yield FinishEvent("cancelled")
             return
         except OllmError as exc:
             yield ErrorEvent(exc.to_info())
             return
-        yield state.end(decoder.skipped)
+        yield self._transport.redact.event(state.end(decoder.skipped))
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /api/chat`` with ``stream: false``.
@@ -247,7 +248,7 @@ class LocalProvider(BaseProvider):
             if state.terminal is not None:
                 break
         events.append(state.end())
-        return collect_result(events)
+        return collect_result(list(map(self._transport.redact.event, events)))
 
     def count_tokens(self, request: ProviderRequest) -> int:
         """Estimated tokens: ceil(characters / 4) (Ollama has no tokenizer endpoint)."""
@@ -370,7 +371,9 @@ class LocalProvider(BaseProvider):
             for line in resp.iter_decoded(NDJSONDecoder()):  # only JSON objects come out
                 err = line.get("error")
                 if err is not None:
-                    raise pull_error(str(err), model=name, provider=self.name, url=url)
+                    raise pull_error(
+                        self._transport.redact(str(err)), model=name, provider=self.name, url=url
+                    )
                 progress = pull_progress_from(line)
                 if on_progress is not None:
                     on_progress(progress)

@@ -272,11 +272,15 @@ class OpenAICompatibleProvider(BaseProvider):
                 not_found="model",
             ) as resp:
                 for event in resp.iter_decoded(SSEDecoder()):
-                    out = handle(event.data)
+                    data = event.data
+                    if event.event == "error":  # some servers name the event, not the object
+                        data = _error_payload(data)
+                    out = handle(data)
+                    if state.terminal is not None:
+                        yield from map(self._transport.redact.event, out)
+                        break
                     if out:
                         yield from out
-                    if state.terminal is not None:
-                        break
         except Cancelled:
             if state.terminal is None:
                 yield FinishEvent("cancelled")
@@ -287,7 +291,7 @@ class OpenAICompatibleProvider(BaseProvider):
             return
         events, terminal = state.end()
         yield from events
-        yield terminal
+        yield self._transport.redact.event(terminal)
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /v1/chat/completions`` with ``stream: false``.
@@ -319,11 +323,13 @@ class OpenAICompatibleProvider(BaseProvider):
             events: list[ProviderEvent] = []
             decoder = SSEDecoder()
             for event in [*decoder.feed(raw), *decoder.flush()]:
-                events.extend(state.handle(event.data))
+                data = _error_payload(event.data) if event.event == "error" else event.data
+                events.extend(state.handle(data))
                 if state.terminal is not None:
                     break
             tail, terminal = state.end()
-            return collect_result([*events, *tail, terminal])
+            redact = self._transport.redact.event
+            return collect_result([redact(e) for e in (*events, *tail, terminal)])
         try:
             answer = json.loads(raw)
         except (ValueError, RecursionError) as exc:
@@ -333,8 +339,11 @@ class OpenAICompatibleProvider(BaseProvider):
         try:
             return result_from_answer(answer)
         except BadResponse as exc:
+            redact = self._transport.redact
             raise BadResponse(
-                f"{self.name} at {self.base_url}: {exc.message}", details=exc.details, **info
+                redact(f"{self.name} at {self.base_url}: {exc.message}"),
+                details=redact.obj(exc.details),
+                **info,
             ) from exc
 
     # ------------------------------------------------------------------ tokens
@@ -756,3 +765,14 @@ def _bool_or(value: Any, default: bool | None) -> bool | None:
 
 def _with(caps: ProviderCapabilities, **changes: Any) -> ProviderCapabilities:
     return replace(caps, **changes)
+
+
+def _error_payload(data: str) -> str:
+    """An ``event: error`` payload as ``{"error": ...}`` JSON, whatever the server sent."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        value = data
+    if isinstance(value, dict) and "error" in value:
+        return data
+    return json.dumps({"error": value})
