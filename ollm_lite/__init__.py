@@ -113,62 +113,104 @@ def __dir__() -> list[str]:
     return __all__
 
 
-if TYPE_CHECKING:  # explicit imports for type checkers and IDEs
-    from .chat import ChatClient, Conversation, Turn
-    from .config import Config, ConfigIssue, ProviderConfig, load_config, validate_config
-    from .errors import (
-        AuthenticationError,
-        BadResponse,
-        Cancelled,
-        ConfigError,
-        ConnectionFailed,
-        HTTPStatusError,
-        ModelNotFound,
-        OllmError,
-        ProviderNotFound,
-        RateLimited,
-        RequestTimeout,
-        TokenLimitExceeded,
-        UnsupportedOperation,
+if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
+    from .chat import (
+        ChatClient as ChatClient,
+        Conversation as Conversation,
+        Turn as Turn,
     )
-    from .providers.base import ProviderAdapter
-    from .providers.gemini import GeminiProvider
-    from .providers.ollama import LocalProvider
-    from .providers.openai_compat import OpenAICompatibleProvider
-    from .providers.scripted import ScriptedProvider, ScriptedTurn
-    from .providers.vllm import VllmProvider
-    from .react import ReActToolHandler
-    from .registry import ProviderRegistry, default_registry
-    from .streams import SSEEvent, iter_ndjson, iter_sse
-    from .tokens import TokenCounter
-    from .tools import Tool, ToolDefinitionError, ToolRegistry, tool
-    from .transport import RetryPolicy, Timeouts
+    from .config import (
+        Config as Config,
+        ConfigIssue as ConfigIssue,
+        ProviderConfig as ProviderConfig,
+        load_config as load_config,
+        validate_config as validate_config,
+    )
+    from .errors import (
+        AuthenticationError as AuthenticationError,
+        BadResponse as BadResponse,
+        Cancelled as Cancelled,
+        ConfigError as ConfigError,
+        ConnectionFailed as ConnectionFailed,
+        HTTPStatusError as HTTPStatusError,
+        ModelNotFound as ModelNotFound,
+        OllmError as OllmError,
+        ProviderNotFound as ProviderNotFound,
+        RateLimited as RateLimited,
+        RequestTimeout as RequestTimeout,
+        TokenLimitExceeded as TokenLimitExceeded,
+        UnsupportedOperation as UnsupportedOperation,
+    )
+    from .providers.base import (
+        ProviderAdapter as ProviderAdapter,
+    )
+    from .providers.gemini import (
+        GeminiProvider as GeminiProvider,
+    )
+    from .providers.ollama import (
+        LocalProvider as LocalProvider,
+    )
+    from .providers.openai_compat import (
+        OpenAICompatibleProvider as OpenAICompatibleProvider,
+    )
+    from .providers.scripted import (
+        ScriptedProvider as ScriptedProvider,
+        ScriptedTurn as ScriptedTurn,
+    )
+    from .providers.vllm import (
+        VllmProvider as VllmProvider,
+    )
+    from .react import (
+        ReActToolHandler as ReActToolHandler,
+    )
+    from .registry import (
+        ProviderRegistry as ProviderRegistry,
+        default_registry as default_registry,
+    )
+    from .streams import (
+        SSEEvent as SSEEvent,
+        iter_ndjson as iter_ndjson,
+        iter_sse as iter_sse,
+    )
+    from .tokens import (
+        TokenCounter as TokenCounter,
+    )
+    from .tools import (
+        Tool as Tool,
+        ToolDefinitionError as ToolDefinitionError,
+        ToolRegistry as ToolRegistry,
+        tool as tool,
+    )
+    from .transport import (
+        RetryPolicy as RetryPolicy,
+        Timeouts as Timeouts,
+    )
     from .types import (
-        ChatFinishEvent,
-        ChatResult,
-        EmbeddingResult,
-        ErrorEvent,
-        ErrorInfo,
-        FinishEvent,
-        GenerationOptions,
-        HealthStatus,
-        ImagePart,
-        Message,
-        ModelInfo,
-        ProviderCapabilities,
-        ProviderRequest,
-        PullProgress,
-        RunResult,
-        TextEvent,
-        TextPart,
-        ThinkingEvent,
-        ToolCall,
-        ToolCallEvent,
-        ToolCallResultEvent,
-        ToolCallStartEvent,
-        ToolResult,
-        ToolSchema,
-        TurnCompleteEvent,
-        Usage,
-        WarningEvent,
+        ChatFinishEvent as ChatFinishEvent,
+        ChatResult as ChatResult,
+        EmbeddingResult as EmbeddingResult,
+        ErrorEvent as ErrorEvent,
+        ErrorInfo as ErrorInfo,
+        FinishEvent as FinishEvent,
+        GenerationOptions as GenerationOptions,
+        HealthStatus as HealthStatus,
+        ImagePart as ImagePart,
+        Message as Message,
+        ModelInfo as ModelInfo,
+        ProviderCapabilities as ProviderCapabilities,
+        ProviderRequest as ProviderRequest,
+        PullProgress as PullProgress,
+        RunResult as RunResult,
+        TextEvent as TextEvent,
+        TextPart as TextPart,
+        ThinkingEvent as ThinkingEvent,
+        ToolCall as ToolCall,
+        ToolCallEvent as ToolCallEvent,
+        ToolCallResultEvent as ToolCallResultEvent,
+        ToolCallStartEvent as ToolCallStartEvent,
+        ToolResult as ToolResult,
+        ToolSchema as ToolSchema,
+        TurnCompleteEvent as TurnCompleteEvent,
+        Usage as Usage,
+        WarningEvent as WarningEvent,
     )

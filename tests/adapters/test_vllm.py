@@ -12,8 +12,7 @@ import json
 import pytest
 import requests
 import responses
-from openai_support import CHAT as CHAT_PATH
-from openai_support import chunk, sse, tool_fragment, tools_chunk, usage_chunk
+from openai_support import CHAT as CHAT_PATH, chunk, sse, tool_fragment, tools_chunk, usage_chunk
 from responses import matchers
 from responses.registries import OrderedRegistry
 from transport_support import serve, stream_script

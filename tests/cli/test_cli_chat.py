@@ -27,8 +27,7 @@ from ollama_support import (
     thinking_transcript,
 )
 from openai_support import json_script, llamacpp_native_transcript
-from transport_support import serve as serve_raw
-from transport_support import stream_script
+from transport_support import serve as serve_raw, stream_script
 
 ANSWER = "The sky is blue because of Rayleigh scattering."
 

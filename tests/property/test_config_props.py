@@ -6,8 +6,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ollm_lite.config import PROVIDERS, expand_vars, load_config, validate_config
 

@@ -19,8 +19,7 @@ import json
 import string
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from ollama_support import refuse_port
 
 from ollm_lite.errors import OllmError

@@ -15,8 +15,7 @@ import itertools
 import json
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ollm_lite.providers import _openai_wire as wire
 from ollm_lite.streams import SSEDecoder

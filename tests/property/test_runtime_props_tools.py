@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
-from hypothesis import assume, given
-from hypothesis import strategies as st
+from hypothesis import assume, given, strategies as st
 
 from ollm_lite.providers.base import BaseProvider
 from ollm_lite.react import ReActToolHandler

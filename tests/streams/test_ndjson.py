@@ -8,8 +8,7 @@ import logging
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ollm_lite.errors import BadResponse, OllmError
 from ollm_lite.streams import NDJSONDecoder, iter_ndjson

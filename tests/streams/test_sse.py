@@ -6,8 +6,7 @@ import itertools
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from ollm_lite.errors import BadResponse, OllmError
 from ollm_lite.streams import SSEDecoder, SSEEvent, iter_sse

@@ -8,8 +8,7 @@ import time
 import pytest
 import requests
 import responses
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from ollm_lite.errors import (
     AuthenticationError,
