@@ -174,7 +174,8 @@ class ProviderRegistry:
             canonical = self.resolve(name)
             if canonical is None:
                 raise self._not_found(name)
-            self._default = canonical
+            # A preset alias stays the default as itself: get() must return the preset.
+            self._default = name if name in self._presets else canonical
 
     def get_default(self) -> ProviderAdapter:
         """The default provider.
@@ -193,7 +194,7 @@ class ProviderRegistry:
     @property
     def default_name(self) -> str | None:
         """The canonical name of the default provider, if one is set."""
-        return self._default
+        return None if self._default is None else self.resolve(self._default)
 
     def list(self) -> list[str]:
         """Registered canonical names (no aliases), in registration order."""
@@ -243,7 +244,7 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
         if section is None:
             return {}
         out: dict[str, Any] = {}
-        for key in ("base_url", "api_key", "timeout"):
+        for key in ("base_url", "api_key", "timeout", "retries"):
             value = getattr(section, key, None)
             if value is not None:
                 out[key] = value

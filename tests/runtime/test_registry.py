@@ -104,3 +104,13 @@ def test_default_registry_uses_config() -> None:
     assert registry.default_name == "local"
     provider = registry.get_default()
     assert "gpu-box:11434" in repr(provider)
+
+
+def test_a_preset_set_as_default_stays_that_preset() -> None:
+    from ollm_lite.config import Config
+
+    registry = default_registry(Config(provider="lmstudio"))
+    assert registry.default_name == "openai-compatible"
+    default = registry.get()
+    assert default is registry.get("lmstudio")
+    assert default.backend.name == "lmstudio"  # type: ignore[union-attr]
