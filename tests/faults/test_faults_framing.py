@@ -8,6 +8,7 @@ must give the same events as a plain stream, or one clear error with the text so
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Callable
 
 import pytest
@@ -217,11 +218,6 @@ def test_sse_event_error_with_json_body(no_leaks: Callable[..., None]) -> None:
     no_leaks()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="`event: error` whose data is not a JSON error object is ignored and the stream "
-    "then finishes 'stop', losing the error — owner: ollm_lite/providers/openai_compat.py",
-)
 def test_sse_event_error_with_plain_text(no_leaks: Callable[..., None]) -> None:
     """``event: error`` with plain text data (as some proxies and llama.cpp forks send) is an
     error, not a normal end."""
@@ -329,4 +325,24 @@ def test_endless_keepalives_end_at_the_idle_limit_not_never(
         provider.close()
     assert out.last.type == "error"
     assert out.elapsed < 2.0
+    no_leaks()
+
+
+def test_body_that_is_not_the_announced_gzip(wire: Wire, no_leaks: Callable[..., None]) -> None:
+    """``Content-Encoding: gzip`` on a plain body: one LLM_BAD_RESPONSE saying the body could
+    not be decoded (not a misleading "stream ended early")."""
+    from transport_support import Request
+
+    body = b"".join(transcript(wire))
+
+    def script(client: socket.socket, request: Request) -> None:
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: {wire.content_type}\r\nContent-Encoding: gzip\r\n"
+        client.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+
+    with serve({wire.path: script}) as server:
+        provider = wire.provider(server.url)
+        out = run_stream(provider, req())
+        provider.close()
+    assert out.code == BadResponse.code
+    assert "could not be decoded" in out.last.error.message
     no_leaks()

@@ -166,13 +166,6 @@ def test_canary_never_leaks(
     no_leaks()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an error object *inside* a 200 stream is reported verbatim, so a server echoing the "
-    "key mid-stream leaks it into the ErrorEvent — owner: ollm_lite/providers/ollama.py + "
-    "_ollama_wire.py (ChatStreamState._error), openai_compat.py + _openai_wire.py "
-    "(ChatStreamState._error); fix: pass the transport's redactor to ChatStreamState",
-)
 def test_midstream_error_echo_is_redacted(
     wire: Wire, records: Records, no_leaks: Callable[..., None]
 ) -> None:
@@ -193,12 +186,6 @@ def test_midstream_error_echo_is_redacted(
     no_leaks()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an Ollama pull error line is quoted verbatim — owner: ollm_lite/providers/ollama.py "
-    "(pull_model → _ollama_wire.pull_error); fix: pass the message through the transport's "
-    "redactor",
-)
 def test_pull_error_echo_is_redacted(records: Records, no_leaks: Callable[..., None]) -> None:
     """A pull whose error line quotes the key raises an error that does not."""
     lines = [

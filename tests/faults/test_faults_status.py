@@ -301,3 +301,41 @@ def test_quota_429_is_not_retried() -> None:
             t.request_json("GET", "/x")
         t.close()
         assert len(server.requests) == 1
+
+
+def test_redirect_loop(wire: Wire, no_leaks: Callable[..., None]) -> None:
+    """A redirect loop ends in one LLM_BAD_RESPONSE, promptly and without retrying it."""
+    from faults.fault_server import redirect
+
+    with serve({}) as server:
+        server.scripts[wire.path] = redirect(server.url + wire.path, 307)
+        provider = wire.provider(server.url, retries=2)
+        out = run_stream(provider, req())
+        provider.close()
+        assert len(server.requests) <= 31
+    assert out.code == "LLM_BAD_RESPONSE"
+    assert "redirected too many times" in out.last.error.message
+    no_leaks()
+
+
+@pytest.mark.parametrize(
+    "greeting", [b"SSH-2.0-OpenSSH_9.6\r\n", b"hello\n", b"\x16\x03\x01\x02\x00"]
+)
+def test_server_that_does_not_speak_http(
+    wire: Wire, greeting: bytes, no_leaks: Callable[..., None]
+) -> None:
+    """Pointed at the wrong service (SSH, a line protocol, TLS): one CONNECTION_FAILED that
+    says it is not HTTP, not retried."""
+
+    def script(client: socket.socket, request: Request) -> None:
+        client.sendall(greeting)
+        client.shutdown(socket.SHUT_RDWR)
+
+    with serve({wire.path: script}) as server:
+        provider = wire.provider(server.url, retries=2)
+        out = run_stream(provider, req())
+        provider.close()
+        assert len(server.requests) == 1
+    assert out.code == ConnectionFailed.code
+    assert "did not answer with HTTP" in out.last.error.message
+    no_leaks()
