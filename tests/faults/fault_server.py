@@ -394,11 +394,29 @@ def unanswered_connect() -> Iterator[str]:
                 filler.connect(("127.0.0.1", port))
             fillers.append(filler)
         time.sleep(0.05)
+        if not _connect_hangs(port):  # a kernel that resets instead (tcp_abort_on_overflow)
+            import pytest
+
+            pytest.skip("this kernel does not leave an over-full accept queue unanswered")
         yield f"http://127.0.0.1:{port}"
     finally:
         for filler in fillers:
             filler.close()
         listener.close()
+
+
+def _connect_hangs(port: int) -> bool:
+    probe = socket.socket()
+    probe.settimeout(0.1)
+    try:
+        probe.connect(("127.0.0.1", port))
+    except TimeoutError:
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return False
 
 
 # --------------------------------------------------------------------------- leak checks
