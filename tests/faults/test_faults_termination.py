@@ -19,6 +19,7 @@ from faults.fault_server import (
     Wire,
     chunks,
     oa_chunk,
+    ollama_done,
     ollama_lines,
     run_stream,
     segments,
@@ -155,38 +156,41 @@ def test_sse_tool_call_cut_mid_arguments(then: str, no_leaks: Callable[..., None
     no_leaks()
 
 
-def test_sse_tool_call_with_broken_arguments_then_done(no_leaks: Callable[..., None]) -> None:
-    """A call whose arguments never became JSON but the stream finished properly: the call
-    is delivered with ``args == {}`` and the raw text, or the stream ends in one error —
-    never a crash and never two terminals."""
-    frags = [
-        sse_data(
-            oa_chunk(
-                {
-                    "tool_calls": [
-                        {
-                            "index": 0,
-                            "id": "call_1",
-                            "type": "function",
-                            "function": {"name": "get_weather", "arguments": '{"city": "Os'},
-                        }
-                    ]
-                }
-            )
-        ),
-        sse_data(oa_chunk({}, "tool_calls")),
-        b"data: [DONE]\n\n",
-    ]
-    with serve({SSE.path: chunks(frags, content_type=SSE.content_type)}) as server:
-        provider = SSE.provider(server.url)
+def test_tool_call_with_unparseable_arguments_then_done(
+    wire: Wire, no_leaks: Callable[..., None]
+) -> None:
+    """A call whose arguments never became JSON, in a stream that finished properly: the
+    call is delivered with ``args == {}`` and the raw text (API.md §1), then ``tool``."""
+    raw = '{"city": "Os'
+    if wire.name == "sse":
+        head = {"index": 0, "id": "call_1", "type": "function"}
+        parts = [
+            sse_data(
+                oa_chunk(
+                    {
+                        "tool_calls": [
+                            {**head, "function": {"name": "get_weather", "arguments": raw}}
+                        ]
+                    }
+                )
+            ),
+            sse_data(oa_chunk({}, "tool_calls")),
+            b"data: [DONE]\n\n",
+        ]
+    else:  # Ollama sends an object; a proxy may send the raw string instead
+        call = {"function": {"name": "get_weather", "arguments": raw}}
+        message = {"role": "assistant", "content": "", "tool_calls": [call]}
+        line = json.dumps({"model": "m", "message": message, "done": False}).encode() + b"\n"
+        parts = [line, ollama_done()]
+    with serve({wire.path: chunks(parts, content_type=wire.content_type)}) as server:
+        provider = wire.provider(server.url)
         out = run_stream(provider, req(tools=TOOLS))
         provider.close()
     calls = [e.value for e in out.events if e.type == "tool_call"]
-    if out.last.type == "finish":
-        assert len(calls) == 1 and calls[0].args == {}
-        assert calls[0].arguments == '{"city": "Os'
-    else:
-        assert not calls
+    assert len(calls) == 1
+    assert calls[0].name == "get_weather" and calls[0].args == {}
+    assert calls[0].arguments == raw
+    assert out.last.type == "finish" and out.last.reason == "tool"
     no_leaks()
 
 
