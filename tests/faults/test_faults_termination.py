@@ -164,16 +164,9 @@ def test_tool_call_with_unparseable_arguments_then_done(
     raw = '{"city": "Os'
     if wire.name == "sse":
         head = {"index": 0, "id": "call_1", "type": "function"}
+        fragment = {**head, "function": {"name": "get_weather", "arguments": raw}}
         parts = [
-            sse_data(
-                oa_chunk(
-                    {
-                        "tool_calls": [
-                            {**head, "function": {"name": "get_weather", "arguments": raw}}
-                        ]
-                    }
-                )
-            ),
+            sse_data(oa_chunk({"tool_calls": [fragment]})),
             sse_data(oa_chunk({}, "tool_calls")),
             b"data: [DONE]\n\n",
         ]
