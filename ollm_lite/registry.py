@@ -14,6 +14,7 @@ entry under the alias itself. ``ollama`` is a plain alias of ``local``.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -261,9 +262,17 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
         return VllmProvider(**settings("vllm"))
 
     def gemini() -> ProviderAdapter:
-        from .providers.gemini import GeminiProvider
-
-        return GeminiProvider(**settings("gemini"))
+        # Imported by name: the Gemini module is optional in a trimmed install.
+        try:
+            module = importlib.import_module(f"{__package__}.providers.gemini")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.providers.gemini":
+                raise
+            raise ProviderNotFound(
+                "the gemini provider is not available in this installation", provider="gemini"
+            ) from exc
+        adapter: ProviderAdapter = module.GeminiProvider(**settings("gemini"))
+        return adapter
 
     def openai_compatible(preset: str | None = None) -> Factory:
         def build() -> ProviderAdapter:
