@@ -1,6 +1,7 @@
 """Micro-benchmark: ollm_lite.streams against naive and requests-style line parsing.
 
-Not a test. Run ``python benchmarks/bench_parsers.py`` and read the µs per chunk. Every
+Not a test. Part of ``python -m benchmarks`` (section ``parsers``); also runs alone with
+``python benchmarks/bench_parsers.py``. No network: the chunks are in memory. Every
 contender does the same work: split the body into lines and ``json.loads`` each payload, so the
 SSE rows include parsing ``event.data``.
 
@@ -13,6 +14,7 @@ Workloads (one event per network chunk, the common case for a local server):
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -23,6 +25,10 @@ import requests
 
 from ollm_lite.errors import BadResponse
 from ollm_lite.streams import NDJSONDecoder, SSEDecoder, iter_ndjson, iter_sse
+
+if __package__:
+    from ._common import Report, Settings, interleave, median
+    from ._server import ServerProcess
 
 N = 20_000
 REPEAT = 7
@@ -39,8 +45,12 @@ def openai_chunks(n: int = N, eol: bytes = b"\n") -> list[bytes]:
             "model": "qwen2.5-7b-instruct",
             "system_fingerprint": "fp_local",
             "choices": [
-                {"index": 0, "delta": {"content": f" token{i % 97}"}, "logprobs": None,
-                 "finish_reason": None}
+                {
+                    "index": 0,
+                    "delta": {"content": f" token{i % 97}"},
+                    "logprobs": None,
+                    "finish_reason": None,
+                }
             ],
         }
         out.append(b"data: " + json.dumps(obj).encode() + eol + eol)
@@ -104,8 +114,11 @@ def naive_sse(chunks: list[bytes]) -> int:
     """Whole body in memory, split on LF (wrong for CR, fine for this input)."""
     body = b"".join(chunks)
     return len(
-        [json.loads(line[6:]) for line in body.split(b"\n")
-         if line.startswith(b"data: ") and line != b"data: [DONE]"]
+        [
+            json.loads(line[6:])
+            for line in body.split(b"\n")
+            if line.startswith(b"data: ") and line != b"data: [DONE]"
+        ]
     )
 
 
@@ -174,40 +187,98 @@ def long_line() -> None:
         except BadResponse:
             pass
         secs = time.perf_counter() - t0
-        print(f"  {name:<7} over-long line: BadResponse after {fed / 2**20:.1f} MiB "
-              f"in {secs * 1e3:.1f} ms")
+        print(
+            f"  {name:<7} over-long line: BadResponse after {fed / 2**20:.1f} MiB "
+            f"in {secs * 1e3:.1f} ms"
+        )
     dec2 = NDJSONDecoder(max_line=32 * 1024 * 1024)
     t0 = time.perf_counter()
     for chunk in chunks:
         dec2.feed(chunk)
     dec2.feed(b"\n")
-    print(f"  NDJSON  20 MiB line accepted (limit 32 MiB) in "
-          f"{(time.perf_counter() - t0) * 1e3:.1f} ms (skipped={dec2.skipped})")
+    print(
+        f"  NDJSON  20 MiB line accepted (limit 32 MiB) in "
+        f"{(time.perf_counter() - t0) * 1e3:.1f} ms (skipped={dec2.skipped})"
+    )
 
 
 def main() -> None:
     print(f"Python {sys.version.split()[0]}, best of {REPEAT}")
     sse = openai_chunks()
-    report("OpenAI SSE (LF)", sse, {
-        "ollm_lite iter_sse + json.loads": ours_sse,
-        "ollm_lite SSEDecoder.feed only": ours_sse_decoder,
-        "requests iter_lines + json.loads": requests_sse,
-        "naive join/split + json.loads": naive_sse,
-    })
+    report(
+        "OpenAI SSE (LF)",
+        sse,
+        {
+            "ollm_lite iter_sse + json.loads": ours_sse,
+            "ollm_lite SSEDecoder.feed only": ours_sse_decoder,
+            "requests iter_lines + json.loads": requests_sse,
+            "naive join/split + json.loads": naive_sse,
+        },
+    )
     gemini_like = openai_chunks(eol=b"\r\n")
-    report("SSE with CRLF (Gemini-style)", gemini_like, {
-        "ollm_lite iter_sse + json.loads": ours_sse,
-        "ollm_lite SSEDecoder.feed only": ours_sse_decoder,
-    })
+    report(
+        "SSE with CRLF (Gemini-style)",
+        gemini_like,
+        {
+            "ollm_lite iter_sse + json.loads": ours_sse,
+            "ollm_lite SSEDecoder.feed only": ours_sse_decoder,
+        },
+    )
     nd = ollama_chunks()
-    report("Ollama NDJSON", nd, {
-        "ollm_lite iter_ndjson (parses)": ours_ndjson,
-        "ollm_lite NDJSONDecoder.feed": ours_ndjson_decoder,
-        "requests iter_lines + json.loads": requests_ndjson,
-        "naive join/split + json.loads": naive_ndjson,
-    })
+    report(
+        "Ollama NDJSON",
+        nd,
+        {
+            "ollm_lite iter_ndjson (parses)": ours_ndjson,
+            "ollm_lite NDJSONDecoder.feed": ours_ndjson_decoder,
+            "requests iter_lines + json.loads": requests_ndjson,
+            "naive join/split + json.loads": naive_ndjson,
+        },
+    )
     print("\nLong line")
     long_line()
+
+
+def run(settings: Settings, server: ServerProcess | None = None) -> Report:
+    """The decoders alone (no HTTP), interleaved, median µs per chunk."""
+    report = Report("parsers")
+    n = settings.chunks
+    workloads: dict[str, tuple[list[bytes], dict[str, Callable[[list[bytes]], int]]]] = {
+        "OpenAI SSE (LF)": (
+            openai_chunks(n),
+            {
+                "ollm_lite iter_sse + json.loads": ours_sse,
+                "ollm_lite SSEDecoder.feed only": ours_sse_decoder,
+                "requests iter_lines + json.loads": requests_sse,
+                "naive join/split + json.loads": naive_sse,
+            },
+        ),
+        "SSE with CRLF": (
+            openai_chunks(n, eol=b"\r\n"),
+            {
+                "ollm_lite iter_sse + json.loads": ours_sse,
+            },
+        ),
+        "Ollama NDJSON": (
+            ollama_chunks(n),
+            {
+                "ollm_lite iter_ndjson (parses)": ours_ndjson,
+                "requests iter_lines + json.loads": requests_ndjson,
+                "naive join/split + json.loads": naive_ndjson,
+            },
+        ),
+    }
+    for title, (chunks, contenders) in workloads.items():
+        bench = {name: functools.partial(fn, chunks) for name, fn in contenders.items()}
+        times = interleave(bench, settings.runs)
+        for name, values in times.items():
+            report.add(
+                f"{title}: {name}",
+                median(values) / len(chunks) * 1e6,
+                "µs/chunk",
+                "in memory, no HTTP",
+            )
+    return report
 
 
 if __name__ == "__main__":

@@ -1,0 +1,93 @@
+"""Import time of ollm_lite beside ``requests``, ``ollama`` and ``openai``.
+
+Each figure is the median over fresh interpreters of the time the ``import`` statement itself
+takes (interpreter start-up excluded), measured inside the child with ``time.perf_counter``.
+Modules are measured in turn, round after round. Bytecode is cached in a private
+``PYTHONPYCACHEPREFIX`` that an untimed first round fills, so every module is measured from
+``.pyc`` files as an installed package would be (this environment sets
+``PYTHONDONTWRITEBYTECODE``, which would otherwise make ollm_lite compile from source each time).
+
+``import ollm_lite`` loads the package root only; the second ollm_lite row also touches a
+provider class, which loads ``requests`` and the transport: what a script pays before its
+first request.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+
+from ._common import ROOT, Report, Settings, median
+from ._server import ServerProcess
+
+SECTION = "import"
+
+#: Label → statements timed in a fresh interpreter.
+STATEMENTS: dict[str, str] = {
+    "requests": "import requests",
+    "ollm_lite": "import ollm_lite",
+    "ollm_lite + a provider class": (
+        "import ollm_lite; ollm_lite.OpenAICompatibleProvider; ollm_lite.LocalProvider"
+    ),
+    "ollama": "import ollama",
+    "openai": "import openai",
+    "litellm": "import litellm",
+}
+
+_PROBE = (
+    "import time, sys\n"
+    "t = time.perf_counter()\n"
+    "try:\n"
+    "    exec(sys.argv[1])\n"
+    "except ImportError:\n"
+    "    print('missing'); raise SystemExit\n"
+    "print(time.perf_counter() - t)\n"
+)
+
+
+def time_import(statement: str, env: dict[str, str]) -> float | None:
+    """Seconds the statement takes in a fresh interpreter; ``None`` if a module is missing."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, statement],
+        cwd=str(ROOT),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return None if out == "missing" else float(out)
+
+
+def run(settings: Settings, server: ServerProcess | None = None) -> Report:
+    """Median import time per module; the ``import ollm_lite`` target."""
+    report = Report(SECTION)
+    with tempfile.TemporaryDirectory(prefix="ollm-bench-pyc-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        present = {
+            label: stmt for label, stmt in STATEMENTS.items() if time_import(stmt, env) is not None
+        }  # also fills the bytecode cache
+        times: dict[str, list[float]] = {label: [] for label in present}
+        for _ in range(settings.import_runs):
+            for label, stmt in present.items():
+                value = time_import(stmt, env)
+                if value is not None:
+                    times[label].append(value)
+    ms = {label: median(values) * 1e3 for label, values in times.items()}
+    base = ms["requests"]
+    for label, value in ms.items():
+        report.add(f"import {label}", value, "ms", f"{value / base:.2f}x requests")
+    for label in STATEMENTS:
+        if label not in present:
+            report.notes.append(f"{label} is not installed: no figure")
+    report.target(
+        "import ollm_lite / import requests",
+        ms["ollm_lite"] / base,
+        1.15,
+        "x",
+        f"{ms['ollm_lite']:.1f} vs {base:.1f} ms",
+    )
+    return report
