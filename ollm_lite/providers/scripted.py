@@ -170,9 +170,9 @@ class ScriptedProvider(BaseProvider):
         yield FinishEvent("tool" if saw_tool else "stop")
 
     def count_tokens(self, request: ProviderRequest) -> int:
-        """Tokens by the ``token_counter`` given, else the ceil(chars / 4) estimate."""
+        """Tokens by the ``token_counter`` given, else the ceil(chars / 4) estimate (at least 1)."""
         if self._token_counter is None:
-            return approx_token_count(request)
+            return max(1, approx_token_count(request))
         return self._token_counter(request)
 
     def context_length(self, model: str) -> int | None:
