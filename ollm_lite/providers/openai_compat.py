@@ -328,8 +328,8 @@ class OpenAICompatibleProvider(BaseProvider):
                 if state.terminal is not None:
                     break
             tail, terminal = state.end()
-            redact = self._transport.redact.event
-            return collect_result([redact(e) for e in (*events, *tail, terminal)])
+            redact_event = self._transport.redact.event
+            return collect_result([redact_event(e) for e in (*events, *tail, terminal)])
         try:
             answer = json.loads(raw)
         except (ValueError, RecursionError) as exc:
