@@ -540,11 +540,12 @@ class _Loop:
 
     def _run_tools(self, calls: list[ToolCall]) -> Generator[ChatEvent, None, list[ToolResult]]:
         """Run ``calls`` in parallel; yield start/result events; return results in call order."""
-        for call in calls:
-            yield ToolCallStartEvent(call)
         registry = self.tools or ToolRegistry()
         timeout = self.client.tool_timeout or registry.timeout
+        # Started before the start events go out: a slow consumer does not hold the tools back.
         batch = _ToolBatch(registry, calls, self.cancel, self.client.max_parallel_tools, timeout)
+        for call in calls:
+            yield ToolCallStartEvent(call)
         results: list[ToolResult] = []
         for call, result in zip(calls, batch.results_in_order(), strict=True):
             results.append(result)
