@@ -1,0 +1,352 @@
+"""Google Gemini through its REST API (``v1beta``): ``GeminiProvider``.
+
+Streams ``models/{model}:streamGenerateContent?alt=sse``; the key goes in the
+``x-goog-api-key`` header only (never the URL, so it cannot reach a log or an error). Function
+calls become the common :class:`~ollm_lite.types.ToolCall`; their ``thoughtSignature`` is kept
+per provider instance and sent back with the call in the next request, as Gemini 3 requires.
+
+Invariants:
+
+* ``chat_stream`` ends with exactly one ``FinishEvent`` or ``ErrorEvent``; text already
+  yielded stays valid; a set ``cancel`` ends it with ``FinishEvent("cancelled")``.
+* A turn with function calls finishes with reason ``tool`` (Gemini says ``STOP``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any, ClassVar
+from urllib.parse import quote
+
+from ..errors import AuthenticationError, BadResponse, Cancelled, ConfigError, OllmError
+from ..streams import SSEDecoder
+from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
+from ..types import (
+    ChatResult,
+    EmbeddingResult,
+    ErrorEvent,
+    ErrorInfo,
+    FinishEvent,
+    HealthStatus,
+    ModelInfo,
+    ProviderCapabilities,
+    ProviderEvent,
+    ProviderRequest,
+)
+from ._gemini_wire import ChatStreamState, model_info_from_gemini, request_body
+from .base import BaseProvider, collect_result
+
+__all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+_API = "/v1beta"
+_EMBED_BATCH = 100  # batchEmbedContents refuses more than 100 requests per call
+_MAX_SIGNATURES = 1024
+
+
+def _model_name(model: str) -> str:
+    """``models/<name>`` (a name given with its prefix is kept)."""
+    return model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+
+
+def _model_path(model: str) -> str:
+    return f"{_API}/{quote(_model_name(model), safe='/')}"
+
+
+class GeminiProvider(BaseProvider):
+    """Google Gemini (Generative Language API).
+
+    Args:
+        api_key: Default: ``$GEMINI_API_KEY``, else ``$GOOGLE_API_KEY``. Without one, calls
+            fail with ``LLM_AUTH_FAILED`` (``health()`` says so, never raises).
+        base_url: Default: Google's endpoint (a loopback URL for tests and proxies).
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        retries: Retries of failures before the first byte (default 2; 429 honours the
+            server's ``retryDelay`` up to 60 s).
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for a bad URL.
+    """
+
+    name: ClassVar[str] = "gemini"
+    streaming_format: ClassVar[str] = "sse"
+    capabilities: ProviderCapabilities = ProviderCapabilities(
+        streaming=True,
+        tool_calling=True,
+        model_management=False,
+        embeddings=True,
+        token_counting=True,
+        guided_decoding=True,
+        vision=True,
+        thinking=True,
+    )
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float | Timeouts | None = None,
+        retries: int | None = None,
+    ) -> None:
+        if retries is not None and retries < 0:
+            raise ConfigError(f"retries must be >= 0, got {retries!r}")
+        key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=_API)
+        self._has_key = bool(key)
+        self._transport = Transport(
+            url,
+            provider=self.name,
+            headers={"x-goog-api-key": key} if key else {},
+            secrets=[key] if key else [],
+            timeouts=Timeouts.of(timeout),
+            retry=RetryPolicy() if retries is None else RetryPolicy(retries=retries),
+            start_hint="Check the network path to Google's API (or your base_url).",
+            model_hint="List the available models with `ollm-lite --provider gemini models list`.",
+        )
+        self._lock = threading.Lock()
+        self._signatures: dict[str, str] = {}
+        self._context: dict[str, int | None] = {}
+
+    def __repr__(self) -> str:
+        return f"GeminiProvider(name={self.name!r}, base_url={self.base_url!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The API root (without ``/v1beta``)."""
+        return self._transport.base_url
+
+    def close(self) -> None:
+        """Close pooled connections (the provider stays usable)."""
+        self._transport.close()
+
+    def _require_key(self) -> None:
+        if not self._has_key:
+            raise AuthenticationError(
+                "no Gemini API key: pass api_key= or set GEMINI_API_KEY", provider=self.name
+            )
+
+    # ------------------------------------------------------------------ chat
+
+    def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        with self._lock:
+            signatures = dict(self._signatures)
+        return request_body(request, signatures)
+
+    def _remember(self, state: ChatStreamState) -> None:
+        if not state.signatures:
+            return
+        with self._lock:
+            self._signatures.update(state.signatures)
+            while len(self._signatures) > _MAX_SIGNATURES:  # oldest first
+                self._signatures.pop(next(iter(self._signatures)))
+
+    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        """Stream one answer from ``:streamGenerateContent?alt=sse``.
+
+        Yields ``TextEvent``/``ThinkingEvent``/``ToolCallEvent`` as they arrive, then exactly
+        one ``FinishEvent`` (``stop``, ``length``, ``tool``, ``content_filter``,
+        ``cancelled``) or ``ErrorEvent`` (``LLM_AUTH_FAILED``, ``LLM_RATE_LIMITED``,
+        ``MODEL_NOT_FOUND``, ``LLM_BAD_RESPONSE`` for a blocked prompt, an error mid-stream
+        or a stream cut before its ``finishReason`` …).
+        """
+        try:
+            self._require_key()
+            body = self._body(request)
+        except OllmError as exc:
+            yield ErrorEvent(exc.to_info())
+            return
+        state = ChatStreamState()
+        handle = state.handle
+        redact = self._transport.redact.event
+        try:
+            with self._transport.open_stream(
+                "POST",
+                f"{_model_path(request.model)}:streamGenerateContent",
+                params={"alt": "sse"},
+                json_body=body,
+                cancel=request.cancel,
+                timeout=request.timeout,
+                model=request.model,
+                not_found="model",
+            ) as resp:
+                for event in resp.iter_decoded(SSEDecoder()):
+                    out = handle(event.data)
+                    if out:
+                        yield from out
+                    if state.done:
+                        break
+        except Cancelled:
+            yield FinishEvent("cancelled")
+            return
+        except OllmError as exc:
+            yield ErrorEvent(exc.to_info())
+            return
+        finally:
+            self._remember(state)
+        yield redact(state.end())
+
+    def chat(self, request: ProviderRequest) -> ChatResult:
+        """One whole answer from ``:generateContent``.
+
+        Raises:
+            AuthenticationError: ``LLM_AUTH_FAILED`` without a key or with a bad one.
+            BadResponse: ``LLM_BAD_RESPONSE`` for a blocked prompt or a malformed answer.
+            OllmError: the transport's other errors.
+        """
+        self._require_key()
+        answer = self._transport.request_json(
+            "POST",
+            f"{_model_path(request.model)}:generateContent",
+            json_body=self._body(request),
+            cancel=request.cancel,
+            timeout=request.timeout,
+            model=request.model,
+            not_found="model",
+        )
+        if not isinstance(answer, dict):
+            raise BadResponse("Gemini answered something that is not an object", provider=self.name)
+        state = ChatStreamState()
+        events = state.handle_object(answer)
+        self._remember(state)
+        events.append(self._transport.redact.event(state.end()))
+        return collect_result(events)
+
+    # ------------------------------------------------------------------ tokens, models
+
+    def count_tokens(self, request: ProviderRequest) -> int:
+        """Tokens of the whole request by Gemini's tokenizer (``:countTokens``).
+
+        Raises:
+            OllmError: ``LLM_AUTH_FAILED``, ``MODEL_NOT_FOUND`` …; ``LLM_BAD_RESPONSE`` for an
+                answer without ``totalTokens``.
+        """
+        self._require_key()
+        body = self._body(request)
+        answer = self._transport.request_json(
+            "POST",
+            f"{_model_path(request.model)}:countTokens",
+            json_body={"generateContentRequest": {"model": _model_name(request.model), **body}},
+            model=request.model,
+            not_found="model",
+        )
+        total = answer.get("totalTokens") if isinstance(answer, dict) else None
+        if not isinstance(total, int):
+            raise BadResponse("countTokens answered without totalTokens", provider=self.name)
+        return total
+
+    def list_models(self) -> list[ModelInfo]:
+        """Every model (all pages of ``GET /v1beta/models``).
+
+        Raises:
+            OllmError: ``LLM_AUTH_FAILED`` …; ``LLM_BAD_RESPONSE`` for a malformed page.
+        """
+        self._require_key()
+        models: list[ModelInfo] = []
+        token: str | None = None
+        for _ in range(100):  # a server repeating its page token must not loop forever
+            params = {"pageSize": "1000"}
+            if token:
+                params["pageToken"] = token
+            page = self._transport.request_json("GET", f"{_API}/models", params=params)
+            if not isinstance(page, dict):
+                raise BadResponse("the models page is not an object", provider=self.name)
+            models += [
+                model_info_from_gemini(m) for m in page.get("models") or () if isinstance(m, dict)
+            ]
+            token = page.get("nextPageToken") or None
+            if not token:
+                break
+        with self._lock:
+            for info in models:
+                self._context[info.name] = info.context_length
+        return models
+
+    def show_model(self, name: str) -> ModelInfo:
+        """One model (``GET /v1beta/models/{name}``).
+
+        Raises:
+            ModelNotFound: ``MODEL_NOT_FOUND``.
+        """
+        self._require_key()
+        entry = self._transport.request_json(
+            "GET", _model_path(name), model=name, not_found="model"
+        )
+        if not isinstance(entry, dict):
+            raise BadResponse("the model answer is not an object", provider=self.name)
+        info = model_info_from_gemini(entry)
+        with self._lock:
+            self._context[name.removeprefix("models/")] = info.context_length
+        return info
+
+    def context_length(self, model: str) -> int | None:
+        """``inputTokenLimit`` of the model (cached); ``None`` when it cannot be read."""
+        key = model.removeprefix("models/")
+        with self._lock:
+            if key in self._context:
+                return self._context[key]
+        try:
+            return self.show_model(model).context_length
+        except OllmError as exc:
+            logger.debug("gemini: no context length for %s (%s)", model, exc.code)
+            return None
+
+    def embed(self, texts: list[str], model: str | None = None) -> EmbeddingResult:
+        """Vectors through ``:batchEmbedContents``, at most 100 texts per call, order kept.
+
+        Raises:
+            BadResponse: ``LLM_BAD_RESPONSE`` when the answer has not one vector per text.
+        """
+        self._require_key()
+        name = model or "gemini-embedding-001"
+        path = _model_path(name)
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), _EMBED_BATCH):
+            batch = texts[start : start + _EMBED_BATCH]
+            answer = self._transport.request_json(
+                "POST",
+                f"{path}:batchEmbedContents",
+                json_body={
+                    "requests": [
+                        {"model": _model_name(name), "content": {"parts": [{"text": t}]}}
+                        for t in batch
+                    ]
+                },
+                model=name,
+                not_found="model",
+            )
+            embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
+            if not isinstance(embeddings, list) or len(embeddings) != len(batch):
+                raise BadResponse(
+                    f"batchEmbedContents returned {len(embeddings or [])} vectors for "
+                    f"{len(batch)} texts",
+                    provider=self.name,
+                    model=name,
+                )
+            vectors.extend([float(v) for v in e.get("values", [])] for e in embeddings)
+        return EmbeddingResult(vectors, name, len(vectors[0]) if vectors else 0)
+
+    def health(self) -> HealthStatus:
+        """Whether the API answers with this key (``GET /v1beta/models?pageSize=1``)."""
+        started = time.perf_counter()
+        error: ErrorInfo | None = None
+        try:
+            self._require_key()
+            self._transport.request_json("GET", f"{_API}/models", params={"pageSize": "1"})
+        except OllmError as exc:
+            error = exc.to_info()
+        return HealthStatus(
+            ok=error is None,
+            provider=self.name,
+            base_url=self.base_url,
+            checked_at=datetime.now(UTC),
+            latency_ms=(time.perf_counter() - started) * 1000,
+            error=error,
+        )
