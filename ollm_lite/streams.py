@@ -189,6 +189,22 @@ class SSEDecoder(_LineBuffer):
         elif len(chunk) > self._max:
             lines = self._split(chunk)
         else:  # fast path: nothing pending, LF line ends only
+            if (
+                chunk[:6] == b"data: "
+                and chunk.find(b"\n") == len(chunk) - 2
+                and chunk[-1] == 10
+                and not self._data
+            ):
+                # Exactly one "data: ...\n\n" event, as servers send each token: the loop
+                # below would dispatch the same event, at about twice the cost.
+                ev = _new(SSEEvent)
+                _set_event(ev, self._event or "message")
+                _set_data(ev, chunk[6:-2].decode("utf-8", "replace"))
+                _set_id(ev, self._id)
+                _set_retry(ev, self._retry)
+                self._event = ""
+                self._retry = None
+                return [ev]
             lines = chunk.split(b"\n")
             tail = lines.pop()
             if tail:
