@@ -8,8 +8,11 @@ is used (no HTTP stack is imported before that).
 The built-in aliases ``lmstudio``, ``localai``, ``kobold`` and ``llamacpp`` are *preset
 aliases*: they resolve to ``openai-compatible`` (and are not listed as providers of their own),
 but :meth:`ProviderRegistry.get` returns for each its own ``OpenAICompatibleProvider`` with that
-``backend``, configured from ``providers.openai-compatible`` unless the configuration has an
-entry under the alias itself. ``ollama`` is a plain alias of ``local``.
+``backend``, configured from ``providers.openai-compatible`` (base URL, API key, timeout)
+unless the configuration has an entry under the preset's own name (``providers.kobold``), which
+then wins. ``ollama`` is a plain alias of ``local``; the other spellings the configuration
+accepts (``koboldcpp``, ``llama.cpp``, ``google`` …) resolve the same way and share the
+instance of the name they spell.
 """
 
 from __future__ import annotations
@@ -225,8 +228,11 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
 
     Registers ``local`` (Ollama, the default), ``vllm``, ``openai-compatible`` and ``gemini``;
     ``ollama`` aliases ``local``; ``lmstudio``, ``localai``, ``kobold`` and ``llamacpp`` alias
-    ``openai-compatible`` and fetch an ``OpenAICompatibleProvider`` preset with that backend.
-    No provider is constructed (and no HTTP library imported) until it is first fetched.
+    ``openai-compatible`` and fetch an ``OpenAICompatibleProvider`` preset with that backend
+    (settings from ``providers.<preset>`` when present, else ``providers.openai-compatible``);
+    the configuration's other alias spellings (``koboldcpp``, ``llama.cpp``, ``google`` …)
+    work too. No provider is constructed (and no HTTP library imported) until it is first
+    fetched.
 
     Args:
         config: Base URLs, API keys, backends and timeouts per provider, and the default
@@ -293,7 +299,32 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
     registry.register_factory("vllm", vllm)
     registry.register_factory("openai-compatible", openai_compatible())
     registry.register_factory("gemini", gemini)
-    for preset in OPENAI_COMPATIBLE_PRESETS:
-        registry.register_preset(preset, "openai-compatible", openai_compatible(preset))
+    presets = {p: _once(openai_compatible(p)) for p in OPENAI_COMPATIBLE_PRESETS}
+    for preset, factory in presets.items():
+        registry.register_preset(preset, "openai-compatible", factory)
+    # The other spellings the configuration accepts (koboldcpp, llama.cpp, google …).
+    from .config import PROVIDER_ALIASES
+
+    for alias, (canonical, backend) in PROVIDER_ALIASES.items():
+        if alias in registry or registry.resolve(canonical) is None:
+            continue
+        if backend in presets:
+            registry.register_preset(alias, canonical, presets[backend])
+        else:
+            registry.alias(alias, canonical)
     registry.set_default(config.provider if config is not None and config.provider else "local")
     return registry
+
+
+def _once(factory: Factory) -> Factory:
+    """``factory`` building at most one adapter, shared by every alias that uses it."""
+    built: list[ProviderAdapter] = []
+    lock = threading.Lock()
+
+    def build() -> ProviderAdapter:
+        with lock:
+            if not built:
+                built.append(factory())
+            return built[0]
+
+    return build

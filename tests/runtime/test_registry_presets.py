@@ -110,3 +110,36 @@ def test_registering_over_a_lazy_entry_replaces_it() -> None:
     registry.register(real)
     assert registry.get("x") is real
     assert registry.list() == ["x"]
+
+
+def test_the_configurations_other_spellings_resolve_and_share_instances() -> None:
+    registry = default_registry()
+    assert registry.resolve("google") == "gemini"
+    assert registry.resolve("openai-compat") == "openai-compatible"
+    assert registry.get("openai_compatible") is registry.get("openai-compatible")
+    kobold: Any = registry.get("kobold")
+    assert registry.get("koboldcpp") is kobold and kobold.backend.name == "kobold"
+    llamacpp: Any = registry.get("llama.cpp")
+    assert registry.get("llamacpp") is llamacpp and llamacpp.backend.name == "llamacpp"
+    assert sorted(registry.list()) == ["gemini", "local", "openai-compatible", "vllm"]
+
+
+def test_a_spelling_set_as_default_fetches_its_preset() -> None:
+    registry = default_registry(Config(provider="koboldcpp"))
+    default: Any = registry.get()
+    assert default is registry.get("kobold")
+    assert default.backend.name == "kobold"
+
+
+def test_a_loaded_config_selecting_a_preset_gives_that_backend(tmp_path: Any) -> None:
+    from ollm_lite.config import load_config
+
+    path = tmp_path / "ollm.toml"
+    path.write_text(
+        'provider = "lmstudio"\n[providers.lmstudio]\nbase_url = "http://studio:1234"\n'
+    )
+    config = load_config(path, env={})
+    registry = default_registry(config)
+    default: Any = registry.get()
+    assert default.backend.name == "lmstudio"
+    assert "studio:1234" in default.base_url
