@@ -46,6 +46,7 @@ class Settings:
         samples: Samples for latency figures (time to first event, cancellation).
         import_runs: Fresh interpreters per module for import time.
         answer_mb: Size of the answer in the memory benchmark.
+        import_only: Import-time rows to measure (empty: all of them).
     """
 
     chunks: int = 20_000
@@ -54,6 +55,7 @@ class Settings:
     samples: int = 100
     import_runs: int = 7
     answer_mb: int = 50
+    import_only: tuple[str, ...] = ()
 
     @classmethod
     def quick(cls) -> Settings:
@@ -63,7 +65,15 @@ class Settings:
     @classmethod
     def tiny(cls) -> Settings:
         """For the smoke test: every code path, figures meaningless."""
-        return cls(chunks=50, runs=1, fragments=20, samples=2, import_runs=1, answer_mb=1)
+        return cls(
+            chunks=50,
+            runs=1,
+            fragments=20,
+            samples=2,
+            import_runs=1,
+            answer_mb=1,
+            import_only=("requests", "ollm_lite"),
+        )
 
 
 @dataclass

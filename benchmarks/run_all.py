@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m benchmarks", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--quick", action="store_true", help="short run with small sizes")
+    parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tiny sizes
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument(
@@ -141,8 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    settings = Settings.quick() if args.quick else Settings()
-    info = {**machine(), "mode": "quick" if args.quick else "full"}
+    settings = Settings.tiny() if args.smoke else Settings.quick() if args.quick else Settings()
+    mode = "smoke" if args.smoke else "quick" if args.quick else "full"
+    info = {**machine(), "mode": mode}
 
     def progress(name: str) -> None:
         print(f"running {name} ...", file=sys.stderr, flush=True)
