@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import select
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -57,6 +58,11 @@ class OllamaReplay(ThreadingHTTPServer):
         self.url = f"http://127.0.0.1:{self.server_address[1]}"
         self._thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops a kept-alive connection is normal here, not worth a traceback."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
     def stop(self) -> None:
         self.stopping.set()
