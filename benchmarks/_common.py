@@ -136,6 +136,17 @@ class Report:
         self.targets.append(target)
         return target
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Report:
+        """The inverse of :meth:`to_dict`."""
+        fields = ("name", "measured", "limit", "unit", "detail", "at_least")
+        return cls(
+            data["section"],
+            [Result(**r) for r in data["results"]],
+            [Target(**{k: t[k] for k in fields}) for t in data["targets"]],
+            list(data["notes"]),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {

@@ -316,7 +316,7 @@ def tool_calls(report: Report, clients: Clients, settings: Settings) -> None:
     )
 
 
-def _first_sse_requests(session: requests.Session, url: str) -> float:
+def _first_sse_requests(session: requests.Session, url: str, fresh: bool = False) -> float:
     t0 = time.perf_counter()
     resp = session.post(
         url + "/v1/chat/completions",
@@ -335,6 +335,8 @@ def _first_sse_requests(session: requests.Session, url: str) -> float:
                 if choices and choices[0]["delta"].get("content"):
                     first = time.perf_counter() - t0
     resp.close()
+    if fresh:
+        session.close()  # drops the pooled connection: the next request connects again
     return first
 
 
@@ -395,8 +397,12 @@ def _first_ollama(client: Any) -> float:
 def first_event(report: Report, clients: Clients, settings: Settings) -> None:
     """Time from the call to the first text event on a warm connection (median)."""
     url, session = clients.url, clients.session
+    fresh_session = requests.Session()
     probes: dict[str, Callable[[], float]] = {
         "SSE: plain requests": lambda: _first_sse_requests(session, url),
+        "SSE: plain requests, new connection each time": lambda: _first_sse_requests(
+            fresh_session, url, fresh=True
+        ),
         "SSE: ollm_lite": lambda: _first_ollm(clients.sse),
         "SSE: ollm_lite with a cancel event": lambda: _first_ollm(clients.sse, cancel=True),
         "NDJSON: plain requests": lambda: _first_ndjson_requests(session, url),
@@ -415,6 +421,7 @@ def first_event(report: Report, clients: Clients, settings: Settings) -> None:
                 raise RuntimeError(f"{name}: no text event arrived")
             if round_no >= 3:
                 samples[name].append(value)
+    fresh_session.close()
     ms = {name: median(values) * 1e3 for name, values in samples.items()}
     for name, value in ms.items():
         report.add(f"time to first event, {name}", value, "ms", "warm connection, median")

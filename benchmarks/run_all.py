@@ -5,6 +5,7 @@ Options:
     --json          print the results as JSON instead of a table
     --markdown      print Markdown tables (what benchmarks/RESULTS.md holds)
     --only A,B      run only these sections: streams, import, chat, cancel, memory, parsers
+    --render FILE   print the table (or with --markdown, Markdown) of a saved --json run
 
 Peers (openai-python, ollama-python) come from the ``bench`` extra:
 ``pip install -e '.[bench]'``; without them their rows are left out. Exit status 0 when every
@@ -135,9 +136,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--markdown", action="store_true", help="print Markdown tables")
     parser.add_argument(
+        "--render", metavar="JSON", help="print the table (or --markdown) of a saved --json run"
+    )
+    parser.add_argument(
         "--only", default="", help="comma-separated sections: " + ", ".join(SECTIONS)
     )
     args = parser.parse_args(argv)
+    if args.render:
+        with open(args.render, encoding="utf-8") as f:
+            saved = json.load(f)
+        reports, info = [Report.from_dict(d) for d in saved["sections"]], saved["machine"]
+        print(format_markdown(reports, info) if args.markdown else format_table(reports, info))
+        return 0 if all(t.met for r in reports for t in r.targets) else 1
     names = [n.strip() for n in args.only.split(",") if n.strip()] or list(SECTIONS)
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
