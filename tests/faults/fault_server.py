@@ -42,6 +42,7 @@ from ollm_lite.transport import Timeouts
 
 OLLAMA_CHAT = "/api/chat"
 OPENAI_CHAT = "/v1/chat/completions"
+GEMINI_CHAT = "/v1beta/models/m:streamGenerateContent"
 CANARY = "sk-CANARY-7f3e9a1c2b4d6e8f0a1b"
 """An API key that must never appear anywhere but in the auth headers of its own host."""
 
@@ -150,6 +151,9 @@ def _head(
     headers: dict[str, str] | None = None,
     content_type: str = "application/x-ndjson",
 ) -> None:
+    # Like real servers (Go's net/http, uvicorn): no Nagle, so small writes are not held back
+    # waiting for the client's delayed ACK.
+    client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     extra = "".join(f"{k}: {v}\r\n" for k, v in (headers or {}).items())
     client.sendall(
         f"HTTP/1.1 {status} X\r\nContent-Type: {content_type}\r\n{extra}\r\n".encode("latin-1")
@@ -327,6 +331,7 @@ def status(
         raw = body
 
     def script(client: socket.socket, req: Request) -> None:
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         respond(client, code, raw, headers=headers, content_type=content_type)
 
     return _keep(script, True)
@@ -541,7 +546,24 @@ def soak_scripts(words: int = 20) -> dict[str, Script]:
         with contextlib.suppress(OSError):
             client.recv(1)  # returns when the client goes away
 
+    gemini = [
+        b"data: "
+        + json.dumps(
+            {
+                "candidates": [
+                    {
+                        "content": {"parts": [{"text": w}], "role": "model"},
+                        **({"finishReason": "STOP"} if i == len(text) - 1 else {}),
+                    }
+                ]
+            }
+        ).encode()
+        + b"\r\n\r\n"
+        for i, w in enumerate(text)
+    ]
     return {
+        GEMINI_CHAT: chunks(gemini, content_type="text/event-stream", keep_alive=True),
+        "/v1beta/models/m:countTokens": status(200, {"totalTokens": 3}),
         "/err" + OLLAMA_CHAT: status(500, {"error": "model crashed"}),
         "/reset" + OPENAI_CHAT: chunks(sse[:3], then="reset", content_type="text/event-stream"),
         OLLAMA_CHAT: chunks(ndjson, keep_alive=True),

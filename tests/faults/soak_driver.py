@@ -6,7 +6,7 @@ figures are the client's alone: open file descriptors, live threads and resident
 measured after a warm-up and again at the end.
 
 Each chat goes through the whole stack — ``ChatClient`` → provider → transport → decoder —
-alternating between Ollama's NDJSON and the OpenAI-compatible SSE provider, each with a cancel
+rotating between Ollama's NDJSON, the OpenAI-compatible SSE and Gemini's SSE, each with a cancel
 event (so the watcher thread of every request is exercised too). Each cancellation streams
 from a server that sends one line and then goes silent; the event is set on the first text
 and the time until the chat ends is recorded. Every tenth chat fails instead (an HTTP 500, or
@@ -28,6 +28,7 @@ from typing import Any
 from transport_support import open_fds, wait_for_threads
 
 from ollm_lite.chat import ChatClient
+from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
 from ollm_lite.transport import Timeouts
@@ -155,6 +156,7 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
     providers = [
         LocalProvider(base_url=server.url, timeout=timeouts),
         OpenAICompatibleProvider(base_url=server.url, timeout=timeouts),
+        GeminiProvider(base_url=server.url, api_key="soak-key", timeout=timeouts),
     ]
     hang = LocalProvider(base_url=server.url + "/hang", timeout=timeouts)
     failing = [
@@ -167,7 +169,7 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
     failing_clients = [ChatClient(p, model="m", context_limits=limits) for p in failing]
     try:
         for i in range(warmup):
-            _chat(clients[i % 2], report)
+            _chat(clients[i % len(clients)], report)
         _cancel(hang_client, report)
         for c in failing_clients:
             _failing(c, report)
@@ -182,7 +184,7 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
                 _failing(failing_clients[(i // 10) % 2], report)
                 report.errors += 1
             else:
-                _chat(clients[i % 2], report)
+                _chat(clients[i % len(clients)], report)
             report.chats += 1
             if every and i % every == every - 1 and report.cancels < cancels:
                 _cancel(hang_client, report)
