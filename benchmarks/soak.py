@@ -3,7 +3,8 @@
 Not a test (``tests/soak/test_soak.py`` is the short CI version of the same run). Run
 ``python benchmarks/soak.py [CHATS] [CANCELS]`` from the repository root. The loopback server
 runs in a child process; the figures are the client's: open file descriptors, threads and
-resident memory after a warm-up and at the end, and the slowest cancellation. Exits 1 when
+resident memory and live Python objects after a warm-up and at the end, and the slowest
+cancellation. Exits 1 when
 anything leaked, memory grew by 10 MB or more, or a chat misbehaved.
 """
 
@@ -30,6 +31,7 @@ def main(argv: list[str]) -> int:
         and report.fds_after <= report.fds_before
         and report.threads_after <= report.threads_before
         and report.rss_growth_mb < 10.0
+        and report.objects_after - report.objects_before < 200
     )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -58,6 +58,8 @@ class SoakReport:
     threads_after: int = 0
     rss_before: int = 0
     rss_after: int = 0
+    objects_before: int = 0
+    objects_after: int = 0
     max_cancel_latency: float = 0.0
     failures: list[str] = field(default_factory=list)
 
@@ -74,6 +76,7 @@ class SoakReport:
             f"threads {self.threads_before} -> {self.threads_after}; "
             f"RSS {self.rss_before / 2**20:.1f} MB -> {self.rss_after / 2**20:.1f} MB "
             f"({self.rss_growth_mb:+.2f} MB); "
+            f"live objects {self.objects_before} -> {self.objects_after}; "
             f"slowest cancellation {self.max_cancel_latency * 1000:.0f} ms; "
             f"failures {len(self.failures)}"
         )
@@ -177,6 +180,7 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
         threads0 = threading.active_count()
         report.threads_before, report.fds_before = _settle(threads0)
         report.rss_before = rss_bytes()
+        report.objects_before = len(gc.get_objects())
         every = max(1, chats // cancels) if cancels else 0
         started = time.monotonic()
         for i in range(chats):
@@ -195,6 +199,7 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
         report.seconds = time.monotonic() - started
         report.threads_after, report.fds_after = _settle(threads0)
         report.rss_after = rss_bytes()
+        report.objects_after = len(gc.get_objects())
     finally:
         for p in [*providers, hang, *failing]:
             p.close()
