@@ -2,10 +2,10 @@
 
 Not a test (``tests/soak/test_soak.py`` is the short CI version of the same run). Run
 ``python benchmarks/soak.py [CHATS] [CANCELS]`` from the repository root. The loopback server
-runs in a child process; the figures are the client's: open file descriptors, threads and
+runs in a child process; the figures are the client's: open file descriptors, threads,
 resident memory and live Python objects after a warm-up and at the end, and the slowest
-cancellation. Exits 1 when
-anything leaked, memory grew by 10 MB or more, or a chat misbehaved.
+cancellation. Exits 1 when anything leaked, memory grew by 10 MB or more, or a chat
+misbehaved.
 """
 
 from __future__ import annotations
