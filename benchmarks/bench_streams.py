@@ -424,7 +424,7 @@ def first_event(report: Report, clients: Clients, settings: Settings) -> None:
     fresh_session.close()
     ms = {name: median(values) * 1e3 for name, values in samples.items()}
     for name, value in ms.items():
-        report.add(f"time to first event, {name}", value, "ms", "warm connection, median")
+        report.add(f"time to first event, {name}", value, "ms", f"median of {settings.samples}")
     for fmt in ("SSE", "NDJSON"):
         base = ms[f"{fmt}: plain requests"]
         report.target(
