@@ -44,7 +44,9 @@ STOP_SEQUENCES: tuple[str, ...] = ("\nObservation:",)
 _LABEL = re.compile(
     r"^[ \t>*_#-]*"
     r"(?P<label>thoughts?|action[ \t_-]*input|action|final[ \t_-]*answer|observation)"
-    r"[ \t*_]*[:\uff1a][ \t*_]*",
+    # Emphasis closing right after the colon ("**Action:**") is markup; a "_" after a space
+    # is the model's (invalid) input, not markup.
+    r"[ \t*_]*[:\uff1a](?:\*{1,2}|_{1,2})?[ \t]*",
     re.IGNORECASE | re.MULTILINE,
 )
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")

@@ -297,3 +297,12 @@ def test_round_trip_through_a_real_registry() -> None:
     assert handler.format_observation(result) == (
         'Observation: {"ok": true, "data": {"city": "Oslo", "temp": 3}}'
     )
+
+
+def test_a_lone_underscore_input_is_invalid_json_not_markup() -> None:
+    """Regression (found by property 19): "_" after the colon is the input, not emphasis."""
+    handler = ReActToolHandler([ToolSchema("t")])
+    step = handler.parse("Action: t\nAction Input: _")
+    assert step.error is not None and step.action_input is None
+    bold = handler.parse('**Action:** t\n**Action Input:** {"a": 1}')
+    assert bold.action_input == {"a": 1} and bold.error is None
