@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,8 +62,9 @@ DEFAULT_MAX_LINE = 16 * 1024 * 1024
 """Longest line (and longest SSE event data) accepted, in bytes."""
 
 _BOM = b"\xef\xbb\xbf"
-# The scanner json.loads uses, without its wrapping: see NDJSONDecoder._parse.
-_scan_once = json.JSONDecoder().scan_once
+# The scanner json.loads uses, without its wrapping: see NDJSONDecoder._parse. (An attribute
+# JSONDecoder.__init__ sets on every instance; typeshed does not list it.)
+_scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _LOGGED_SKIPS = 3  # DEBUG lines for the first few skipped NDJSON lines only
 
 
