@@ -384,6 +384,8 @@ def _shutdown(conn: HTTPConnection | socket.socket) -> None:
 
 _current = threading.local()
 _DEADLINE_SLACK_S = 0.05
+_DRAIN_WAIT_S = 0.05  # how long close() waits for the rest of a body it could reuse
+_DRAIN_MAX = 64 * 1024
 
 
 def _attach_current(conn: HTTPConnection) -> None:
@@ -566,6 +568,9 @@ class StreamResponse:
         self._timeouts = timeouts
         self._model = model
         self._closed = False
+        # urllib3's chunk reader, kept here so a caller leaving iter_chunks() early does not
+        # close it: close() may still finish the body and keep the connection.
+        self._source: Iterator[bytes] | None = None
         self.status = response.status_code
         self.headers: Mapping[str, str] = response.headers
 
@@ -580,11 +585,44 @@ class StreamResponse:
         if self._closed:
             return
         self._closed = True
+        if self._source is not None and self._scope.reason is None and not self._cancelled():
+            self._finish_body(self._source)
+        self._source = None
         with contextlib.suppress(Exception):  # closing must never raise
             self._response.close()
         self._scope.done.set()
         if self._watcher is not None:
             self._watcher.join()
+
+    def _finish_body(self, source: Iterator[bytes]) -> None:
+        """Read what is left of a chunked body if it is already here, to reuse the connection.
+
+        Providers stop reading at their terminal event (``[DONE]``, ``done: true``); usually
+        only the chunked terminator is left. Waiting at most ``_DRAIN_WAIT_S`` for at most
+        ``_DRAIN_MAX`` bytes lets the connection go back to the pool; a server still sending
+        (the caller left mid-answer) gets its connection closed as before.
+        """
+        sock = getattr(getattr(self._response.raw, "_connection", None), "sock", None)
+        if sock is None:
+            return
+        try:
+            previous = sock.gettimeout()
+            sock.settimeout(_DRAIN_WAIT_S)
+        except OSError:
+            return
+        read = 0
+        deadline = time.monotonic() + _DRAIN_WAIT_S
+        try:
+            for chunk in source:
+                read += len(chunk)
+                # A server still trickling the answer is not waited for, byte by byte.
+                if read > _DRAIN_MAX or time.monotonic() > deadline:
+                    return
+        except Exception:  # a timeout or reset: the connection is closed, as before
+            return
+        finally:
+            with contextlib.suppress(OSError):
+                sock.settimeout(previous)
 
     def _cancelled(self) -> bool:
         return self._scope.reason == "cancelled" or (
@@ -644,6 +682,7 @@ class StreamResponse:
         try:
             if raw.chunked and raw.supports_chunked_reads():
                 source: Iterator[bytes] = raw.read_chunked(None, decode_content=True)
+                self._source = source
             else:
                 source = _read1_iter(raw)
             for chunk in source:

@@ -188,6 +188,50 @@ def test_breaking_out_releases_the_connection() -> None:
         transport.close()
 
 
+def test_stopping_at_the_last_event_still_reuses_the_connection() -> None:
+    """Providers stop at their terminal event; close() finishes the body so the socket is kept."""
+    with serve({"/s": stream_script(EVENTS, keep_alive=True)}) as server:
+        transport = make(server.url)
+        for _ in range(5):
+            with transport.open_stream("POST", "/s", json_body={}) as resp:
+                got = []
+                for chunk in resp.iter_chunks():
+                    got.append(chunk)
+                    if chunk == EVENTS[-1]:
+                        break  # the chunked terminator is still unread
+            assert got == EVENTS
+        assert len(server._clients) == 1, "each stream opened its own connection"
+        transport.close()
+
+
+def test_leaving_a_server_that_keeps_sending_closes_its_connection() -> None:
+    """A body still arriving is not drained to the end: the connection is dropped instead."""
+    closed: list[bool] = []
+
+    def endless(client: socket.socket, req: Request) -> None:
+        chunked_head(client)
+        try:
+            while not req.stop.is_set():
+                send_chunk(client, b"data: " + b"x" * 1000 + b"\n\n")
+                time.sleep(0.001)
+        except OSError:
+            closed.append(True)
+
+    endless.keep_alive = True  # type: ignore[attr-defined]
+    with serve({"/s": endless}) as server:
+        transport = make(server.url)
+        for _ in range(3):
+            with transport.open_stream("POST", "/s", json_body={}) as resp:
+                for _chunk in resp.iter_chunks():
+                    break
+        deadline = time.monotonic() + 10
+        while len(closed) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert closed == [True] * 3
+        assert len(server._clients) == 3
+        transport.close()
+
+
 def test_retry_after_then_success_counts_no_replay() -> None:
     """A 503 with Retry-After is retried; the final answer is the second one."""
     calls = []

@@ -66,8 +66,12 @@ def test_status_maps_to_one_class(status: int, cls: type[OllmError]) -> None:
 @responses.activate
 def test_retries_count_attempts_and_end_in_the_right_class() -> None:
     """Retryable statuses are tried 1 + retries times; the error says how many."""
-    responses.get(f"{URL}/x", status=502, body="<html><title>502 Bad Gateway</title></html>",
-                  content_type="text/html")
+    responses.get(
+        f"{URL}/x",
+        status=502,
+        body="<html><title>502 Bad Gateway</title></html>",
+        content_type="text/html",
+    )
     with pytest.raises(HTTPStatusError) as info:
         make(retries=2).request_json("GET", "/x")
     assert info.value.details["attempts"] == 3
