@@ -384,7 +384,7 @@ def _shutdown(conn: HTTPConnection | socket.socket) -> None:
 
 _current = threading.local()
 _DEADLINE_SLACK_S = 0.05
-_DRAIN_WAIT_S = 0.05  # how long close() waits for the rest of a body it could reuse
+_DRAIN_WAIT_S = 0.02  # at most this long close() waits for the rest of a body it could reuse
 _DRAIN_MAX = 64 * 1024
 
 
