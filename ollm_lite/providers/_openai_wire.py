@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import BadResponse, ConfigError
+from ..streams import _scan_once
 from ..types import (
     ChatResult,
     ErrorEvent,
@@ -438,8 +439,12 @@ class ChatStreamState:
             self.skipped += 1
             return _EMPTY
         try:
-            obj = json.loads(data)
-        except (ValueError, RecursionError):
+            # The scanner json.loads wraps, without its two whitespace regexes (~15 % of this
+            # call). "{" always scans to a dict; trailing text takes json.loads's exact path.
+            obj, end = _scan_once(data, 0)
+            if end != len(data):
+                obj = json.loads(data)
+        except (ValueError, RecursionError, StopIteration):
             self.skipped += 1
             return _EMPTY
         get = obj.get

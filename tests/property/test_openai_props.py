@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 from typing import Any
@@ -190,3 +191,36 @@ def test_message_round_trip(
     assert back.parts == message.parts
     assert back.tool_calls == message.tool_calls
     assert back.tool_call_id == message.tool_call_id
+
+
+_chunk_objects = st.builds(
+    lambda text, extra: {"choices": [{"index": 0, "delta": {"content": text}}], **extra},
+    st.text(max_size=10),
+    st.dictionaries(st.sampled_from(["id", "model", "x"]), json_values, max_size=2),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            _chunk_objects.map(json.dumps),
+            _chunk_objects.map(lambda o: json.dumps(o) + " \t"),
+            _chunk_objects.map(lambda o: json.dumps(o) + " trailing"),
+            st.text(max_size=12).map(lambda t: "{" + t),
+        ),
+        max_size=8,
+    )
+)
+def test_data_values_parse_exactly_as_json_loads(values: list[str]) -> None:
+    """The scanner fast path in ``handle`` accepts and rejects exactly what json.loads does."""
+    accepted = []
+    for value in values:
+        with contextlib.suppress(ValueError):
+            accepted.append(json.loads(value))
+    state = wire.ChatStreamState()
+    texts = [e.value for v in values for e in state.handle(v) if isinstance(e, TextEvent)]
+    contents = [obj["choices"][0]["delta"]["content"] for obj in accepted if "choices" in obj]
+    expected = [c for c in contents if c]
+    assert texts == expected
+    assert state.skipped == len(values) - len(accepted)
