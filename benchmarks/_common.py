@@ -50,7 +50,7 @@ class Settings:
     """
 
     chunks: int = 20_000
-    runs: int = 5
+    runs: int = 9
     fragments: int = 2_000
     samples: int = 100
     import_runs: int = 7
