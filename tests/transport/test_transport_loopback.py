@@ -232,6 +232,50 @@ def test_leaving_a_server_that_keeps_sending_closes_its_connection() -> None:
         transport.close()
 
 
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_pooled_connection_closed_by_the_server_is_sent_again(how: str) -> None:
+    """A server that closes a kept-alive connection instead of reading the next request
+    (idle timeout, or one answer per connection without ``Connection: close``): the request
+    goes out again on a new connection, even with retries off, and the stream is whole."""
+    served: dict[socket.socket, int] = {}
+
+    def one_answer_per_connection(client: socket.socket, req: Request) -> None:
+        served[client] = served.get(client, 0) + 1
+        if served[client] == 1:
+            stream_script(EVENTS)(client, req)
+            return
+        if how == "reset":
+            linger_zero = b"\x01\x00\x00\x00\x00\x00\x00\x00"
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger_zero)
+        client.close()
+        raise OSError("closed")
+
+    one_answer_per_connection.keep_alive = True  # type: ignore[attr-defined]
+    with serve({"/s": one_answer_per_connection}) as server:
+        transport = make(server.url)  # retries=0
+        for _ in range(3):
+            with transport.open_stream("POST", "/s", json_body={}) as resp:
+                assert list(resp.iter_chunks()) == EVENTS
+        assert len(server.requests) == 5  # 3 answered + 2 that met a closed connection
+        transport.close()
+
+
+def test_connection_closed_without_answer_on_a_new_connection_is_not_resent() -> None:
+    """Only a *pooled* connection is sent again: on a fresh one, a close without an answer
+    is the server's doing and the retry policy (here: none) decides."""
+
+    def close_at_once(client: socket.socket, req: Request) -> None:
+        client.close()
+        raise OSError("closed")
+
+    with serve({"/s": close_at_once}) as server:
+        transport = make(server.url)
+        with pytest.raises(ConnectionFailed):
+            transport.open_stream("POST", "/s", json_body={})
+        assert len(server.requests) == 1
+        transport.close()
+
+
 def test_retry_after_then_success_counts_no_replay() -> None:
     """A 503 with Retry-After is retried; the final answer is the second one."""
     calls = []

@@ -1,0 +1,211 @@
+"""HTTP error answers as exceptions, and secrets kept out of them.
+
+:func:`error_for_status` is the one mapping from a server's error answer (status, body, headers)
+to the exception tree of :mod:`ollm_lite.errors`; it quotes the server's own message (OpenAI,
+Ollama, Google and FastAPI error shapes, HTML pages from proxies), never the whole body.
+:func:`parse_retry_after` reads ``retry-after-ms`` / ``Retry-After``. ``_Redactor`` replaces the
+provider's secrets with ``***`` wherever text from the server reaches an error.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from .errors import (
+    AuthenticationError,
+    HTTPStatusError,
+    ModelNotFound,
+    OllmError,
+    RateLimited,
+    RequestTimeout,
+)
+
+__all__ = ["error_for_status", "parse_retry_after"]
+
+
+def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date).
+
+    Negative, unparseable or absent values give ``None``.
+    """
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            value = float(ms) / 1000.0
+            if value >= 0 and value == value and value != float("inf"):
+                return value
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    raw = raw.strip()
+    if re.fullmatch(r"\d+(\.\d+)?", raw):
+        return float(raw)
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+# --------------------------------------------------------------------------- redaction
+
+
+class _Redactor:
+    """Replaces secrets in text with ``***``."""
+
+    __slots__ = ("_secrets",)
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        self._secrets = tuple(sorted({s for s in secrets if s and len(s) >= 4}, key=len)[::-1])
+
+    def __call__(self, text: str) -> str:
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "***")
+        return text
+
+    def event(self, event: Any) -> Any:
+        """An ``ErrorEvent`` with its message and details redacted; other events unchanged.
+
+        For errors a server reports *inside* a 200 stream, which never pass the status
+        mapping (a server echoing the key mid-stream must not leak it).
+        """
+        error = getattr(event, "error", None)
+        if error is None or not self._secrets:
+            return event
+        return type(event)(type(error)(self(error.message), error.code, self.obj(error.details)))
+
+    def obj(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {k: self.obj(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.obj(v) for v in value]
+        return value
+
+
+# --------------------------------------------------------------------------- error mapping
+
+
+def _server_message(body: bytes, content_type: str) -> tuple[str, dict[str, Any]]:
+    """The server's own error text and a few structured facts, never the whole body."""
+    facts: dict[str, Any] = {}
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        obj: Any = json.loads(text) if text else None
+    except (ValueError, RecursionError):
+        obj = None
+    if isinstance(obj, list) and len(obj) == 1:  # Gemini's streamed array form
+        obj = obj[0]
+    if isinstance(obj, dict):
+        err = obj.get("error", obj)
+        message: Any = None
+        if isinstance(err, str):
+            message = err
+        elif isinstance(err, dict):
+            message = err.get("message") or err.get("msg")
+            for key in ("status", "type", "code"):
+                if isinstance(err.get(key), str | int) and not isinstance(err.get(key), bool):
+                    facts[key] = err[key]
+            for item in err.get("details") or ():
+                if not isinstance(item, dict):
+                    continue
+                if isinstance(item.get("reason"), str):
+                    facts["reason"] = item["reason"]
+                if isinstance(item.get("retryDelay"), str):
+                    facts["retry_delay"] = item["retryDelay"]
+        if message is None and "detail" in obj:  # FastAPI (llama-cpp-python's server)
+            detail = obj["detail"]
+            if isinstance(detail, list):
+                message = "; ".join(
+                    str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail[:5]
+                )
+            else:
+                message = detail
+        if message is not None:
+            return str(message)[:1000], facts
+    if "html" in content_type.lower() or text.lstrip().lower().startswith(("<!doctype", "<html")):
+        title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
+        summary = title.group(1).strip() if title else "an HTML page"
+        return f"{summary[:200]} (HTML error page, probably from a proxy)", facts
+    if obj is None and text:
+        return text[:300], facts
+    return "", facts
+
+
+def error_for_status(
+    status: int,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    provider: str,
+    url: str,
+    model: str | None = None,
+    not_found: Literal["model", "route"] = "route",
+    redact: Callable[[str], str] = lambda s: s,
+    model_hint: str = "",
+) -> OllmError:
+    """The one mapping from an HTTP error answer to an exception.
+
+    401/403 (and Gemini's ``API_KEY_INVALID``) → ``AuthenticationError``; 404 →
+    ``ModelNotFound`` when ``not_found == "model"`` (or Google says ``NOT_FOUND``), else
+    ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
+    ``RequestTimeout``; anything else → ``HTTPStatusError``.
+    """
+    message, facts = _server_message(body, headers.get("content-type", ""))
+    message = redact(message)
+    # The structured facts come from the same body: a server echoing the request can put
+    # the key in its error code or type as easily as in its message.
+    facts = {k: redact(v) if isinstance(v, str) else v for k, v in facts.items()}
+    reason = facts.get("reason")
+    google_status = facts.get("status") if isinstance(facts.get("status"), str) else None
+    details: dict[str, Any] = {"status": status, "url": url, **facts}
+    where = f"{provider} at {url}"
+    server_says = f": {message}" if message else ""
+    kw: dict[str, Any] = {"details": details, "provider": provider, "model": model}
+
+    if (
+        status in (401, 403)
+        or reason == "API_KEY_INVALID"
+        or google_status
+        in (
+            "UNAUTHENTICATED",
+            "PERMISSION_DENIED",
+        )
+    ):
+        return AuthenticationError(
+            f"{where} rejected the credentials (HTTP {status}){server_says}. "
+            "Check the API key given to the provider.",
+            status=status,
+            **kw,
+        )
+    if status == 429 or google_status == "RESOURCE_EXHAUSTED":
+        retry_after = parse_retry_after(headers)
+        if retry_after is None and isinstance(facts.get("retry_delay"), str):
+            match = re.fullmatch(r"(\d+(?:\.\d+)?)s", facts["retry_delay"])
+            retry_after = float(match.group(1)) if match else None
+        details["retry_after"] = retry_after
+        return RateLimited(
+            f"{where} is rate limiting requests (HTTP {status}){server_says}",
+            status=status,
+            retry_after=retry_after,
+            **kw,
+        )
+    if status == 404 and model and (not_found == "model" or google_status == "NOT_FOUND"):
+        hint = f" {model_hint.format(model=model)}" if model_hint else ""
+        return ModelNotFound(
+            f"model {model!r} not found on {where}{server_says}.{hint}", status=status, **kw
+        )
+    if status in (408, 504):
+        return RequestTimeout(f"{where} timed out (HTTP {status}){server_says}", **kw)
+    return HTTPStatusError(f"{where} answered HTTP {status}{server_says}", status=status, **kw)
