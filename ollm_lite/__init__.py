@@ -22,6 +22,7 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 #: Public name → the module that defines it.
 _EXPORTS: dict[str, str] = {
     # data
+    "ChatEvent": "types",
     "ChatFinishEvent": "types",
     "ChatResult": "types",
     "EmbeddingResult": "types",
@@ -33,9 +34,12 @@ _EXPORTS: dict[str, str] = {
     "ImagePart": "types",
     "Message": "types",
     "ModelInfo": "types",
+    "Part": "types",
     "ProviderCapabilities": "types",
+    "ProviderEvent": "types",
     "ProviderRequest": "types",
     "PullProgress": "types",
+    "Role": "types",
     "RunResult": "types",
     "TextEvent": "types",
     "TextPart": "types",
@@ -186,6 +190,7 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         Timeouts as Timeouts,
     )
     from .types import (
+        ChatEvent as ChatEvent,
         ChatFinishEvent as ChatFinishEvent,
         ChatResult as ChatResult,
         EmbeddingResult as EmbeddingResult,
@@ -197,9 +202,12 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         ImagePart as ImagePart,
         Message as Message,
         ModelInfo as ModelInfo,
+        Part as Part,
         ProviderCapabilities as ProviderCapabilities,
+        ProviderEvent as ProviderEvent,
         ProviderRequest as ProviderRequest,
         PullProgress as PullProgress,
+        Role as Role,
         RunResult as RunResult,
         TextEvent as TextEvent,
         TextPart as TextPart,

@@ -68,13 +68,13 @@ _scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once
 _LOGGED_SKIPS = 3  # DEBUG lines for the first few skipped NDJSON lines only
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One dispatched Server-Sent Event."""
 
     event: str = "message"
     """Event type: the last ``event`` field of the block, or ``"message"``."""
-    data: str
+    data: str = ""
     """The ``data`` lines of the block joined with LF (no trailing LF)."""
     id: str | None = None
     """Last event ID so far in the stream (it persists across events); None if never set."""

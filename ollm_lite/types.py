@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeAlias
 
@@ -61,6 +61,7 @@ __all__ = [
 ]
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
+_ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 FinishReason: TypeAlias = Literal["stop", "length", "tool", "cancelled", "content_filter"]
 ChatFinishReason: TypeAlias = Literal[
     "complete", "max_turns", "cancelled", "loop_detected", "token_limit", "error"
@@ -136,6 +137,10 @@ class Message:
     """For ``tool`` messages: the id of the call this message answers."""
     tool_calls: list[ToolCall] = field(default_factory=list)
     """For ``assistant`` messages: the tool calls the model made in this turn."""
+
+    def __post_init__(self) -> None:
+        if self.role not in _ROLES:
+            raise ValueError(f"Message role must be one of {', '.join(_ROLES)}, not {self.role!r}")
 
     @property
     def text(self) -> str:
@@ -226,7 +231,7 @@ class ToolResult:
 # --------------------------------------------------------------------------- requests
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class GenerationOptions:
     """Sampling options common to every backend; ``None`` means "the server's default"."""
 
@@ -249,7 +254,6 @@ class ProviderRequest:
 
     model: str
     messages: list[Message]
-    _: KW_ONLY
     system_prompt: str | None = None
     tools: list[ToolSchema] | None = None
     tool_choice: ToolChoice = "auto"
@@ -276,7 +280,7 @@ class Usage:
     """Backend-specific figures such as timings."""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class ModelInfo:
     """A model as a backend describes it."""
 
@@ -306,7 +310,7 @@ class PullProgress:
         return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class HealthStatus:
     """The result of a health check; never an exception."""
 
@@ -319,7 +323,7 @@ class HealthStatus:
     error: ErrorInfo | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class ProviderCapabilities:
     """What a provider (or one model on it) can do; ``None`` means unknown."""
 

@@ -4,8 +4,33 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import typing
+
+import pytest
 
 import ollm_lite
+
+#: Every name API.md promises at the package root (sections 1 to 8).
+API_NAMES = str.split("""
+Role Part TextPart ImagePart Message ToolSchema ToolCall ToolResult GenerationOptions
+ProviderRequest Usage ErrorInfo ModelInfo PullProgress HealthStatus ProviderCapabilities
+ChatResult EmbeddingResult TextEvent ThinkingEvent ToolCallEvent FinishEvent ErrorEvent
+ProviderEvent ChatEvent ToolCallStartEvent ToolCallResultEvent TurnCompleteEvent WarningEvent
+ChatFinishEvent RunResult ProviderAdapter LocalProvider VllmProvider OpenAICompatibleProvider
+GeminiProvider ScriptedProvider iter_sse iter_ndjson SSEEvent ProviderRegistry default_registry
+tool Tool ToolRegistry ChatClient Conversation TokenCounter ReActToolHandler OllmError
+ConnectionFailed RequestTimeout HTTPStatusError AuthenticationError RateLimited ModelNotFound
+BadResponse Cancelled ConfigError ProviderNotFound TokenLimitExceeded UnsupportedOperation
+load_config validate_config Config ConfigIssue
+""")
+PROVIDER_NAMES = [
+    "ProviderAdapter",
+    "LocalProvider",
+    "VllmProvider",
+    "OpenAICompatibleProvider",
+    "GeminiProvider",
+    "ScriptedProvider",
+]
 
 
 def test_all_is_sorted_casefold() -> None:
@@ -16,9 +41,41 @@ def test_all_is_sorted_casefold() -> None:
 def test_every_exported_name_resolves() -> None:
     """Each name in __all__ is importable from the package root."""
     for name in ollm_lite.__all__:
-        assert getattr(ollm_lite, name) is not None, name
-        module = getattr(getattr(ollm_lite, name), "__module__", "ollm_lite")
-        assert module.startswith("ollm_lite"), (name, module)
+        value = getattr(ollm_lite, name)
+        assert value is not None, name
+        if typing.get_origin(value) is None:  # type aliases (Role, Part, ...) live in typing
+            module = getattr(value, "__module__", "ollm_lite")
+            assert module.startswith("ollm_lite"), (name, module)
+
+
+def test_every_name_of_the_api_contract_is_exported() -> None:
+    missing = sorted(set(API_NAMES) - set(ollm_lite.__all__))
+    assert not missing
+
+
+@pytest.mark.parametrize("name", PROVIDER_NAMES)
+def test_providers_are_importable_from_the_providers_package(name: str) -> None:
+    """API.md §3 names ``ollm_lite.providers``: ``from ollm_lite.providers import X`` works."""
+    code = (
+        f"from ollm_lite.providers import {name}; import ollm_lite; "
+        f"print({name} is ollm_lite.{name})"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "True"
+
+
+def test_importing_the_providers_package_loads_no_provider() -> None:
+    code = (
+        "import sys, ollm_lite.providers as p; "
+        "print(sorted(m for m in sys.modules if m.startswith('ollm_lite.providers.')), "
+        "'requests' in sys.modules, sorted(p.__all__) == sorted(dir(p)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[] False True"
 
 
 def test_unknown_attribute_is_attribute_error() -> None:
