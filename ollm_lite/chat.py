@@ -53,6 +53,7 @@ from .types import (
     GenerationOptions,
     ImagePart,
     Message,
+    Part,
     ProviderRequest,
     RunResult,
     TextEvent,
@@ -74,6 +75,7 @@ __all__ = ["ChatClient", "Conversation", "ToolMode", "Turn"]
 logger = logging.getLogger(__name__)
 
 ToolMode = Literal["auto", "native", "react"]
+_TOOL_MODES: tuple[ToolMode, ...] = ("auto", "native", "react")
 
 #: The same failing call this many times ends the chat with ``loop_detected``.
 LOOP_LIMIT = 3
@@ -150,9 +152,7 @@ class ChatClient:
         _check_positive_int("max_turns", max_turns)
         _check_positive_int("max_parallel_tools", max_parallel_tools)
         self.registry = registry
-        self.tools = (
-            tools if isinstance(tools, ToolRegistry) or tools is None else (ToolRegistry(tools))
-        )
+        self.tools = None if tools is None else _tool_registry(tools)
         self.model = model
         self.max_turns = max_turns
         self.max_parallel_tools = max_parallel_tools
@@ -172,7 +172,7 @@ class ChatClient:
         provider: str | None = None,
         model: str | None = None,
         system_prompt: str | None = None,
-        tools: ToolRegistry | None = None,
+        tools: ToolRegistry | Iterable[Any] | None = None,
         options: GenerationOptions | None = None,
         max_turns: int | None = None,
         cancel: threading.Event | None = None,
@@ -188,7 +188,8 @@ class ChatClient:
         history: list[Message] = []
         return self._run(
             history,
-            _user_message(prompt, images),
+            prompt,
+            images,
             provider=provider,
             model=model,
             system_prompt=system_prompt,
@@ -208,12 +209,13 @@ class ChatClient:
     def _run(
         self,
         history: list[Message],
-        user: Message,
+        prompt: str | Message,
+        images: Iterable[ImagePart],
         *,
         provider: str | None,
         model: str | None,
         system_prompt: str | None,
-        tools: ToolRegistry | None,
+        tools: ToolRegistry | Iterable[Any] | None,
         options: GenerationOptions | None,
         max_turns: int | None,
         cancel: threading.Event | None,
@@ -226,14 +228,14 @@ class ChatClient:
             provider_name=provider,
             model=model or self.model,
             system_prompt=system_prompt if system_prompt is not None else self.system_prompt,
-            tools=tools if tools is not None else self.tools,
+            tools=self.tools if tools is None else tools,
             options=options or self.options,
-            max_turns=max_turns or self.max_turns,
+            max_turns=self.max_turns if max_turns is None else max_turns,
             cancel=cancel,
             tool_mode=tool_mode,
             turns=turns if turns is not None else [],
         )
-        return loop.run(user)
+        return loop.run(prompt, images)
 
     def _counter(self, adapter: ProviderAdapter) -> TokenCounter:
         with self._lock:
@@ -255,7 +257,7 @@ class _Loop:
         provider_name: str | None,
         model: str | None,
         system_prompt: str | None,
-        tools: ToolRegistry | None,
+        tools: ToolRegistry | Iterable[Any] | None,
         options: GenerationOptions,
         max_turns: int,
         cancel: threading.Event | None,
@@ -267,7 +269,8 @@ class _Loop:
         self.provider_name = provider_name
         self.model = model
         self.system_prompt = system_prompt
-        self.tools = tools
+        self._given_tools = tools
+        self.tools: ToolRegistry | None = None
         self.options = options
         self.max_turns = max_turns
         # Our own event when the caller gave none: closing the generator still stops tools.
@@ -278,10 +281,10 @@ class _Loop:
         self.failures: Counter[tuple[str, str]] = Counter()
         self.warned = False
 
-    def run(self, user: Message) -> Iterator[ChatEvent]:
+    def run(self, prompt: str | Message, images: Iterable[ImagePart]) -> Iterator[ChatEvent]:
         closed_early = True
         try:
-            yield from self._loop(user)
+            yield from self._loop(prompt, images)
             closed_early = False
         except Exception as exc:  # a provider or tool hook bug must not escape chat()
             logger.debug("chat loop failed", exc_info=True)
@@ -300,9 +303,17 @@ class _Loop:
     def _finish(self, reason: ChatFinishReason) -> ChatFinishEvent:
         return ChatFinishEvent(reason, self.usage)
 
-    def _loop(self, user: Message) -> Iterator[ChatEvent]:
+    def _loop(self, prompt: str | Message, images: Iterable[ImagePart]) -> Iterator[ChatEvent]:
         cancel = self.cancel
-        try:
+        try:  # bad arguments end the chat before the history changes
+            user = _user_message(prompt, images)
+            if self._given_tools is not None:
+                self.tools = _tool_registry(self._given_tools)
+            _check_positive_int("max_turns", self.max_turns)
+            if self.tool_mode not in _TOOL_MODES:
+                raise ConfigError(
+                    f"tool_mode must be one of {', '.join(_TOOL_MODES)}, not {self.tool_mode!r}"
+                )
             adapter = self._adapter()
             model = self._model()
         except OllmError as exc:
@@ -442,10 +453,11 @@ class _Loop:
         known: bool | None = None
         try:
             known = adapter.model_capabilities(model).tool_calling
-        except OllmError:
-            known = None
+        except (OllmError, AttributeError, NotImplementedError):
+            known = None  # a custom adapter may not implement the optional methods
         if known is None:
-            known = adapter.capabilities.tool_calling
+            capabilities = getattr(adapter, "capabilities", None)
+            known = getattr(capabilities, "tool_calling", None)
         return known is not False  # unknown: try native, most servers accept tools
 
     def _request(
@@ -477,8 +489,12 @@ class _Loop:
         thinking: list[str] = []
         stream = adapter.chat_stream(request)
         outcome = "error"
+        cancel = self.cancel
         try:
             for event in stream:
+                if cancel.is_set():  # an adapter that does not watch request.cancel
+                    outcome = "cancelled"
+                    break
                 if isinstance(event, TextEvent):
                     text.append(event.value)
                     if forward:
@@ -597,7 +613,15 @@ class _ToolBatch:
                     return
                 self._next += 1
                 self._started[index] = time.monotonic()
-            result = self._registry.execute(self._calls[index], self._cancel)
+            call = self._calls[index]
+            try:
+                result = self._registry.execute(call, self._cancel)
+            except BaseException as exc:  # even KeyboardInterrupt: this thread must answer
+                result = _failure(
+                    "TOOL_EXECUTION_FAILED",
+                    f"tool {call.name!r} raised {type(exc).__name__}: {exc}",
+                    {"exception": type(exc).__name__},
+                )
             with self._lock:
                 if self._results[index] is None:
                     self._results[index] = result
@@ -670,9 +694,32 @@ def _assistant(text: str, tool_calls: Iterable[ToolCall] = ()) -> Message:
 
 
 def _user_message(prompt: str | Message, images: Iterable[ImagePart]) -> Message:
+    """The prompt as a user message; ``ConfigError`` for one that carries nothing."""
     if isinstance(prompt, Message):
-        return prompt
-    return Message("user", [TextPart(prompt), *images])
+        message = prompt
+    elif isinstance(prompt, str):
+        parts: list[Part] = [TextPart(prompt)] if prompt else []
+        for image in images:
+            if not isinstance(image, ImagePart):
+                raise ConfigError(f"images must be ImagePart values, not {type(image).__name__}")
+            parts.append(image)
+        message = Message("user", parts)
+    else:
+        raise ConfigError(f"the prompt must be a str or a Message, not {type(prompt).__name__}")
+    if not message.parts:
+        raise ConfigError("the prompt is empty: give some text or an image")
+    return message
+
+
+def _tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:
+    """A registry from a registry or from a list of tools and plain functions."""
+    if isinstance(tools, ToolRegistry):
+        return tools
+    if isinstance(tools, str | bytes) or not isinstance(tools, Iterable):
+        raise ConfigError(
+            f"tools must be a ToolRegistry or a list of tools, not {type(tools).__name__}"
+        )
+    return ToolRegistry(tools)  # ToolDefinitionError for an item that is no tool
 
 
 def _check_positive_int(name: str, value: object) -> None:
@@ -713,7 +760,7 @@ class Conversation:
         *,
         provider: str | None = None,
         model: str | None = None,
-        tools: ToolRegistry | None = None,
+        tools: ToolRegistry | Iterable[Any] | None = None,
         options: GenerationOptions | None = None,
         max_turns: int | None = None,
         cancel: threading.Event | None = None,
@@ -727,7 +774,8 @@ class Conversation:
         """
         return self.client._run(
             self.history,
-            _user_message(prompt, images),
+            prompt,
+            images,
             provider=provider,
             model=model,
             system_prompt=self.system_prompt,

@@ -687,7 +687,9 @@ class ToolRegistry:
             value = item.fn(**kwargs)
         except Cancelled as exc:
             return _failure("CANCELLED", f"tool {item.name!r} was cancelled: {exc}")
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise  # Ctrl-C on the calling thread stops the program, not just the tool
+        except BaseException as exc:  # SystemExit, asyncio.CancelledError ... are tool failures
             logger.debug("tool %s raised", item.name, exc_info=True)
             details: dict[str, Any] = {"exception": type(exc).__name__}
             if isinstance(exc, OllmError):
