@@ -120,12 +120,13 @@ class TokenCounter:
 
         The provider's ``count_tokens`` when its capabilities say it has a tokenizer; the
         estimate (ceil(characters / 4), at least 1) when it has none, fails, or answers
-        something other than a non-negative integer.
+        something other than a positive integer (no real request is zero tokens long).
 
         Returns:
             ``(tokens, exact)``; ``exact`` is ``True`` when the provider counted.
         """
-        if self.provider.capabilities.token_counting:
+        capabilities = getattr(self.provider, "capabilities", None)  # a minimal custom adapter
+        if getattr(capabilities, "token_counting", False):
             try:
                 counted = self.provider.count_tokens(request)
             except Exception as exc:  # OllmError mostly; a tokenizer failing must not stop a chat
@@ -135,7 +136,7 @@ class TokenCounter:
                     getattr(exc, "code", type(exc).__name__),
                 )
             else:
-                if isinstance(counted, int) and not isinstance(counted, bool) and counted >= 0:
+                if _positive_int(counted):
                     return counted, True
                 logger.debug("%s: token count %r ignored", self.provider.name, counted)
         return max(1, approx_token_count(request)), False

@@ -130,8 +130,16 @@ def test_failing_or_odd_tokenizer_falls_back_to_the_estimate(answer: Any) -> Non
     assert len(provider.counted) == 1
 
 
-def test_zero_from_the_tokenizer_is_exact() -> None:
-    assert TokenCounter(Provider(tokenizer=True, count=0)).count(request()) == (0, True)
+def test_zero_from_the_tokenizer_is_not_trusted() -> None:
+    """Property 22: the count is a positive integer; no real request is zero tokens long."""
+    assert TokenCounter(Provider(tokenizer=True, count=0)).count(request("x" * 40)) == (10, False)
+
+
+def test_an_adapter_without_capabilities_is_estimated() -> None:
+    class Bare:
+        name = "bare"
+
+    assert TokenCounter(Bare()).count(request("x" * 40)) == (10, False)  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- limits
