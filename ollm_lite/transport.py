@@ -25,6 +25,7 @@ No ``requests``, ``urllib3`` or ``json`` exception escapes: everything becomes a
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import logging
@@ -36,7 +37,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import requests
 import urllib3
@@ -132,8 +133,10 @@ class RetryPolicy:
         return min(self.max_backoff, base * random.uniform(0.75, 1.25))
 
 
-def normalize_base_url(url: str, *, strip_suffix: str | None = None) -> str:
+def normalize_base_url(url: str, *, strip_suffix: str | tuple[str, ...] | None = None) -> str:
     """Validate an ``http(s)://host[:port][/path]`` URL; drop trailing ``/`` and ``strip_suffix``.
+
+    ``strip_suffix`` may be several suffixes; the first that matches is dropped.
 
     A bare ``host``, ``host:port`` or ``:port`` gets ``http://`` (as Ollama's own
     ``OLLAMA_HOST`` parsing does).
@@ -154,9 +157,27 @@ def normalize_base_url(url: str, *, strip_suffix: str | None = None) -> str:
     except ValueError as exc:
         raise ConfigError(f"invalid base URL {url!r}: bad port") from exc
     text = text.rstrip("/")
-    if strip_suffix and text.endswith(strip_suffix):
-        text = text[: -len(strip_suffix)].rstrip("/")
+    suffixes = (strip_suffix,) if isinstance(strip_suffix, str) else strip_suffix or ()
+    for suffix in suffixes:
+        if text.endswith(suffix):
+            text = text[: -len(suffix)].rstrip("/")
+            break
     return text
+
+
+def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
+    """``http://user:pw@host/x`` → ``("http://host/x", ("user", "pw"))``; others unchanged.
+
+    Credentials in a URL become HTTP basic auth and leave the URL, so the address shown in
+    ``repr`` and in error messages never carries them.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    bare = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    return bare, (unquote(user), unquote(password))
 
 
 # --------------------------------------------------------------------------- cancellation
@@ -607,11 +628,17 @@ def _read1_iter(raw: Any) -> Iterator[bytes]:
 # --------------------------------------------------------------------------- transport
 
 
+def _basic_token(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 class Transport:
     """HTTP access for one provider instance.
 
     Args:
         base_url: Server root, already normalised (see :func:`normalize_base_url`).
+            Credentials in it (``http://user:pw@host``) are sent as basic auth (unless
+            ``headers`` has an ``Authorization``) and kept out of ``base_url`` and messages.
         provider: Provider name used in messages and error details.
         headers: Headers sent with every request (auth included).
         secrets: Values that must never appear in messages (API keys).
@@ -633,14 +660,18 @@ class Transport:
         start_hint: str = "",
         model_hint: str = "",
     ) -> None:
-        self.base_url = base_url
+        self.base_url, credentials = split_userinfo(base_url)
         self.provider = provider
         self.timeouts = timeouts or Timeouts()
         self.retry = retry or RetryPolicy()
         self.start_hint = start_hint
         self.model_hint = model_hint
-        self.redact = _Redactor(secrets)
         self._headers = {"User-Agent": f"ollm-lite/{__version__}", **(headers or {})}
+        if credentials is not None:
+            secrets = [*secrets, *credentials, _basic_token(*credentials)]
+            if not any(k.lower() == "authorization" for k in self._headers):
+                self._headers["Authorization"] = f"Basic {_basic_token(*credentials)}"
+        self.redact = _Redactor(secrets)
         self._session: _Session | None = None
         self._session_lock = threading.Lock()
 

@@ -102,6 +102,7 @@ def parse_ollama_host(value: str) -> str:
             raise ConfigError(f"invalid Ollama host {value!r}: expected http:// or https://")
         default_port = 80 if scheme == "http" else 443
     hostport, slash, path = rest.partition("/")
+    userinfo, at, hostport = hostport.rpartition("@")  # kept: the transport makes it basic auth
     path = path.rstrip("/")
     port: int | None
     try:  # a bare address without a port, IPv6 included ("::1", "[::]")
@@ -129,7 +130,8 @@ def parse_ollama_host(value: str) -> str:
     if port is None:
         port = default_port
     shown_port = "" if (scheme, port) in (("http", 80), ("https", 443)) else f":{port}"
-    return f"{scheme}://{host}{shown_port}" + (f"/{path}" if slash and path else "")
+    credentials = f"{userinfo}@" if at else ""
+    return f"{scheme}://{credentials}{host}{shown_port}" + (f"/{path}" if slash and path else "")
 
 
 # --------------------------------------------------------------------------- messages

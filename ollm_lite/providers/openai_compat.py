@@ -204,8 +204,8 @@ class OpenAICompatibleProvider(BaseProvider):
             timeouts=Timeouts.of(timeout),
             retry=RetryPolicy() if retries is None else RetryPolicy(retries=retries),
             start_hint=(
-                f"Make sure the {backend.title} server is running and reachable at this "
-                f"address (or set base_url / ${self._host_env})."
+                f"Make sure the {backend.title.removesuffix(' server')} server is running and "
+                f"reachable at this address (or set base_url / ${self._host_env})."
             ),
             model_hint="Check the model name against `ollm-lite models list`.",
         )

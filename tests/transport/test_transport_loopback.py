@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import threading
 import time
+from typing import Any
 
 import pytest
 from transport_support import (
@@ -22,9 +24,11 @@ from transport_support import (
 from ollm_lite.errors import (
     Cancelled,
     ConnectionFailed,
+    OllmError,
     RateLimited,
     RequestTimeout,
 )
+from ollm_lite.providers import LocalProvider, OpenAICompatibleProvider, VllmProvider
 from ollm_lite.streams import SSEDecoder
 from ollm_lite.transport import RetryPolicy, Timeouts, Transport
 
@@ -394,3 +398,49 @@ def test_secret_never_in_errors_or_logs(caplog: pytest.LogCaptureFixture) -> Non
     assert canary not in repr(getattr(err, "details", {}))
     assert canary not in repr(transport)
     assert all(canary not in r.getMessage() for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- credentials in the URL
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda url: LocalProvider(base_url=url),
+        lambda url: VllmProvider(base_url=url),
+        lambda url: OpenAICompatibleProvider(base_url=url),
+    ],
+    ids=["local", "vllm", "openai-compatible"],
+)
+def test_credentials_in_the_base_url_become_basic_auth_and_stay_out_of_text(make: Any) -> None:
+    """``http://user:pw@host`` authenticates like curl does, and the password is never shown."""
+    password = "pw-canary-9876"
+
+    def answer(client: socket.socket, req: Request) -> None:
+        respond(client, 500, f'{{"error": "echo {req.headers.get("authorization")}"}}'.encode())
+
+    with serve({"/api/tags": answer, "/v1/models": answer}) as server:
+        url = server.url.replace("http://", f"http://bob:{password}@")
+        provider = make(url)
+        assert provider.base_url == server.url
+        assert password not in repr(provider)
+        with pytest.raises(OllmError) as info:
+            provider.list_models()
+        token = base64.b64encode(f"bob:{password}".encode()).decode()
+        assert server.requests[0].headers["authorization"] == f"Basic {token}"
+        text = f"{info.value} {info.value!r} {info.value.details!r}"
+        assert password not in text and token not in text
+        provider.close()
+    with pytest.raises(ConnectionFailed) as refused:
+        make(url).list_models()
+    assert password not in f"{refused.value} {refused.value.details!r}"
+
+
+def test_an_api_key_wins_over_credentials_in_the_url() -> None:
+    with serve({"/v1/models": lambda c, r: respond(c, 200, b'{"data": []}')}) as server:
+        provider = VllmProvider(
+            base_url=server.url.replace("http://", "http://bob:pw-xyz1@"), api_key="key-abcd"
+        )
+        assert provider.list_models() == []
+        assert server.requests[0].headers["authorization"] == "Bearer key-abcd"
+        provider.close()
