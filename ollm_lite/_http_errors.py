@@ -114,9 +114,10 @@ def _server_message(body: bytes, content_type: str) -> tuple[str, dict[str, Any]
             message = err
         elif isinstance(err, dict):
             message = err.get("message") or err.get("msg")
-            for key in ("status", "type", "code"):
+            # Under their own keys: ``details["status"]`` is always the HTTP status number.
+            for key, fact in (("status", "server_status"), ("type", "type"), ("code", "code")):
                 if isinstance(err.get(key), str | int) and not isinstance(err.get(key), bool):
-                    facts[key] = err[key]
+                    facts[fact] = err[key]
             for item in err.get("details") or ():
                 if not isinstance(item, dict):
                     continue
@@ -168,7 +169,8 @@ def error_for_status(
     # the key in its error code or type as easily as in its message.
     facts = {k: redact(v) if isinstance(v, str) else v for k, v in facts.items()}
     reason = facts.get("reason")
-    google_status = facts.get("status") if isinstance(facts.get("status"), str) else None
+    server_status = facts.get("server_status")
+    google_status = server_status if isinstance(server_status, str) else None
     details: dict[str, Any] = {"status": status, "url": url, **facts}
     where = f"{provider} at {url}"
     server_says = f": {message}" if message else ""

@@ -231,7 +231,8 @@ def error_from_code(info: ErrorInfo) -> OllmError:
     if cls is OllmError:
         err.code = info.code
     if isinstance(err, HTTPStatusError):
-        err.status = details.get("status")
+        status = details.get("status")
+        err.status = status if isinstance(status, int) and not isinstance(status, bool) else None
     if isinstance(err, RateLimited):
         err.retry_after = details.get("retry_after")
     return err

@@ -274,12 +274,19 @@ class ChatStreamState:
         error = chunk.get("error")
         if error is not None:
             message = error.get("message") if isinstance(error, dict) else str(error)
-            status = error.get("status") if isinstance(error, dict) else None
+            details: dict[str, Any] = {}
+            if isinstance(error, dict):
+                # Google's code is the HTTP status the error would have had; its status
+                # string ("INTERNAL") goes beside it, as for errors before the stream.
+                if isinstance(error.get("code"), int) and not isinstance(error["code"], bool):
+                    details["status"] = error["code"]
+                if isinstance(error.get("status"), str):
+                    details["server_status"] = error["status"]
             self.error = ErrorEvent(
                 ErrorInfo(
                     f"Gemini reported an error mid-stream: {message}",
                     "LLM_BAD_RESPONSE",
-                    {"status": status} if status else None,
+                    details or None,
                 )
             )
             return []

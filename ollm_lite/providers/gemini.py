@@ -99,7 +99,7 @@ class GeminiProvider(BaseProvider):
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
         key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
-        url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=_API)
+        url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=(_API, "/v1"))
         self._has_key = bool(key)
         self._transport = Transport(
             url,

@@ -146,6 +146,8 @@ def test_error_mid_stream_keeps_text_one_terminal() -> None:
     assert events[0] == TextEvent("partial")
     assert isinstance(events[-1], ErrorEvent) and "overloaded" in events[-1].error.message
     assert sum(e.type in ("finish", "error") for e in events) == 1
+    # details["status"] is the HTTP number everywhere; Google's own word sits beside it
+    assert events[-1].error.details == {"status": 503, "server_status": "UNAVAILABLE"}
 
 
 def test_stream_cut_without_finish_reason() -> None:
@@ -174,6 +176,18 @@ def test_no_key_is_auth_failed_and_health_says_so(monkeypatch: pytest.MonkeyPatc
     assert isinstance(event, ErrorEvent) and event.error.code == "LLM_AUTH_FAILED"
     health = provider.health()
     assert not health.ok and health.error is not None and health.error.code == "LLM_AUTH_FAILED"
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/", "/v1beta", "/v1beta/"])
+@responses.activate
+def test_base_url_with_or_without_a_version_suffix(suffix: str) -> None:
+    """API.md: a base_url with or without a trailing /v1 must both work."""
+    answer = {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
+    call = responses.post(f"{URL}/v1beta/models/gemini-2.5-flash:generateContent", json=answer)
+    provider = GeminiProvider(api_key=KEY, base_url=URL + suffix, retries=0)
+    assert provider.base_url == URL
+    assert provider.chat(req()).content == "ok"
+    assert call.call_count == 1
 
 
 # --------------------------------------------------------------------------- request shapes

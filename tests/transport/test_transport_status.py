@@ -19,6 +19,7 @@ from ollm_lite.errors import (
     OllmError,
     RateLimited,
     RequestTimeout,
+    error_from_code,
 )
 from ollm_lite.transport import (
     RetryPolicy,
@@ -147,6 +148,13 @@ def test_google_error_shapes() -> None:
     missing = b'{"error": {"code": 404, "message": "no model", "status": "NOT_FOUND"}}'
     err = error_for_status(404, missing, {}, provider="gemini", url=URL, model="gemini-x")
     assert isinstance(err, ModelNotFound)
+    assert err.details["status"] == 404 and err.details["server_status"] == "NOT_FOUND"
+    unavailable = b'{"error": {"code": 503, "message": "busy", "status": "UNAVAILABLE"}}'
+    err = error_for_status(503, unavailable, {}, provider="gemini", url=URL)
+    assert isinstance(err, HTTPStatusError) and err.status == 503
+    assert err.details["status"] == 503 and err.details["server_status"] == "UNAVAILABLE"
+    rebuilt = error_from_code(err.to_info())
+    assert isinstance(rebuilt, HTTPStatusError) and rebuilt.status == 503
 
 
 def test_fastapi_detail_message() -> None:
