@@ -286,10 +286,16 @@ class ReActToolHandler:
 
 
 def _cut_invented_observation(text: str) -> str:
-    """The text up to the first ``Observation:`` that follows an action, if any."""
+    """The text up to the first ``Observation:`` that follows an action, if any.
+
+    Everything after a ``Final Answer`` that comes before any action is the answer, even
+    when it quotes ``Action:`` and ``Observation:`` lines (an answer explaining ReAct).
+    """
     seen_action = False
     for m in _LABEL.finditer(text):
         kind = _kind(m.group("label"))
+        if kind == "final" and not seen_action:
+            return text
         if kind in {"action", "input"}:
             seen_action = True
         elif kind == "observation" and seen_action:

@@ -189,6 +189,11 @@ def test_observation_before_any_action_is_not_a_cut(handler: ReActToolHandler) -
             "Final Answer: Steps:\nAction: buy milk\nThought: nice",
             "Steps:\nAction: buy milk\nThought: nice",
         ),
+        # ... even an answer that quotes a whole ReAct exchange
+        (
+            "Final Answer: The format is:\nAction: search\nObservation: the result\nDone.",
+            "The format is:\nAction: search\nObservation: the result\nDone.",
+        ),
     ],
 )
 def test_final_answers(handler: ReActToolHandler, reply: str, answer: str) -> None:
