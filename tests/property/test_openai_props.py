@@ -7,6 +7,7 @@
 * Any sequence of data values ends in exactly one terminal event, and nothing but the library's
   own events (no exception) comes out.
 * Messages survive ``message_to_openai`` → ``message_from_openai``.
+* Property 13: tool names, descriptions and parameter schemas survive ``tools_to_openai``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ollm_lite.types import (
     TextPart,
     ToolCall,
     ToolCallEvent,
+    ToolSchema,
 )
 
 json_values = st.recursive(
@@ -224,3 +226,31 @@ def test_data_values_parse_exactly_as_json_loads(values: list[str]) -> None:
     expected = [c for c in contents if c]
     assert texts == expected
     assert state.skipped == len(values) - len(accepted)
+
+
+parameter_schemas = st.builds(
+    lambda props, required: {
+        "type": "object",
+        "properties": {k: {"type": t} for k, t in props.items()},
+        **({"required": sorted(props)[:required]} if required else {}),
+    },
+    st.dictionaries(names, st.sampled_from(["string", "integer", "boolean", "array"]), max_size=4),
+    st.integers(0, 2),
+)
+tool_schemas = st.builds(
+    ToolSchema, names, st.none() | st.text(max_size=40), st.none() | parameter_schemas
+)
+
+
+@given(st.lists(tool_schemas, max_size=5))
+def test_property_13_tool_schemas_are_preserved(tools: list[ToolSchema]) -> None:
+    """Property 13: names, descriptions and parameter definitions are all kept, in order."""
+    out = wire.tools_to_openai(tools)
+    assert json.loads(json.dumps(out)) == out  # the body is plain JSON
+    assert len(out) == len(tools)
+    for schema, item in zip(tools, out, strict=True):
+        fn = item["function"]
+        assert item["type"] == "function" and fn["name"] == schema.name
+        assert (fn.get("description") or None) == (schema.description or None)
+        expected = schema.parameters or {"type": "object", "properties": {}}
+        assert fn["parameters"] == expected

@@ -499,6 +499,60 @@ def test_property_34_abort_cleans_up(where: str, n: int) -> None:
         assert told == [0]
 
 
+class _HeldStream:
+    """A provider stream the provider keeps a reference to: only an explicit ``close()`` by
+    the runtime can mark it closed (garbage collection of a dropped generator cannot)."""
+
+    def __init__(self, events: list[ProviderEvent]) -> None:
+        self._events = iter(events)
+        self.closed = False
+
+    def __iter__(self) -> _HeldStream:
+        return self
+
+    def __next__(self) -> ProviderEvent:
+        if self.closed:
+            raise StopIteration
+        return next(self._events)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Holding(ScriptedProvider):
+    """Streams that ignore ``request.cancel`` and stay referenced after the chat."""
+
+    def __init__(self, events: list[ProviderEvent]) -> None:
+        super().__init__()
+        self.events = events
+        self.streams: list[_HeldStream] = []
+
+    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        stream = _HeldStream(self.events)
+        self.streams.append(stream)
+        return stream
+
+
+@FAST
+@given(st.lists(texts.filter(bool), min_size=2, max_size=8), st.data())
+def test_property_34_the_runtime_closes_the_provider_stream_itself(
+    chunks: list[str], data: st.DataObject
+) -> None:
+    """Property 34: on cancel the runtime stops reading and calls ``close()`` on the stream
+    (its connection goes back or is dropped now), even for a provider deaf to the cancel."""
+    at = data.draw(st.integers(0, len(chunks) - 2))
+    provider = _Holding([*(TextEvent(c) for c in chunks), FinishEvent("stop")])
+    cancel = threading.Event()
+    out: list[ChatEvent] = []
+    for event in ChatClient(provider, model="m").chat("go", cancel=cancel):
+        out.append(event)
+        if isinstance(event, TextEvent) and len(out) == at + 1:
+            cancel.set()
+    assert out == [*(TextEvent(c) for c in chunks[: at + 1]), ChatFinishEvent("cancelled")]
+    [stream] = provider.streams
+    assert stream.closed
+
+
 def test_property_34_a_tool_ignoring_cancel_does_not_hold_the_chat() -> None:
     """Property 34: a tool that never looks at the event is left running as a daemon thread;
     the chat still ends ``cancelled`` at once and its late result is dropped."""
