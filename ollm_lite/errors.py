@@ -13,7 +13,7 @@
     ├─ BadResponse                         LLM_BAD_RESPONSE    bad SSE/NDJSON, error mid-stream
     ├─ Cancelled                           CANCELLED
     ├─ TokenLimitExceeded                  TOKEN_LIMIT_EXCEEDED
-    ├─ ProviderNotFound(…, LookupError)    PROVIDER_NOT_FOUND
+    ├─ ProviderNotFound(…, KeyError)       PROVIDER_NOT_FOUND
     └─ UnsupportedOperation(…, NotImplementedError)  UNSUPPORTED_OPERATION
 
 ``code`` is a class attribute and never changes. Streaming methods report the same failures
@@ -187,7 +187,7 @@ class TokenLimitExceeded(OllmError):
     code = "TOKEN_LIMIT_EXCEEDED"
 
 
-class ProviderNotFound(OllmError, LookupError):
+class ProviderNotFound(OllmError, KeyError):
     """No provider is registered under that name."""
 
     code = "PROVIDER_NOT_FOUND"

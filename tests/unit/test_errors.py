@@ -83,10 +83,12 @@ def test_pickling_keeps_every_attribute(cls: type[OllmError]) -> None:
 
 
 def test_builtin_bases_match_meaning() -> None:
-    """Config errors are ValueErrors, unknown providers LookupErrors, unsupported ops
-    NotImplementedErrors."""
+    """Config errors are ValueErrors, unknown providers KeyErrors (API.md: "KeyError-like"),
+    unsupported ops NotImplementedErrors."""
     assert issubclass(ConfigError, ValueError)
-    assert issubclass(ProviderNotFound, LookupError)
+    assert issubclass(ProviderNotFound, KeyError)
+    missing = ProviderNotFound("no provider named 'x'")
+    assert str(missing) == "no provider named 'x'"  # not KeyError's quoted repr
     assert issubclass(UnsupportedOperation, NotImplementedError)
     assert issubclass(RateLimited, HTTPStatusError)
     assert issubclass(ModelNotFound, HTTPStatusError)
