@@ -279,7 +279,6 @@ class _Loop:
         self.turns = turns
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
-        self.warned = False
 
     def run(self, prompt: str | Message, images: Iterable[ImagePart]) -> Iterator[ChatEvent]:
         closed_early = True
@@ -348,8 +347,7 @@ class _Loop:
                 )
                 yield self._finish("token_limit")
                 return
-            if check.warning and not self.warned:
-                self.warned = True
+            if check.warning:  # before every request that is this close (API.md §6)
                 yield WarningEvent(
                     "TOKEN_LIMIT_WARNING",
                     f"{check.tokens} of {check.limit} context tokens used "
@@ -603,7 +601,10 @@ class _ToolBatch:
         self._next = 0
         self._lock = threading.Lock()
         for _ in range(min(width, len(calls))):
-            threading.Thread(target=self._work, name="ollm-tool", daemon=True).start()
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        threading.Thread(target=self._work, name="ollm-tool", daemon=True).start()
 
     def _work(self) -> None:
         while True:
@@ -642,7 +643,7 @@ class _ToolBatch:
                 and started is not None
                 and time.monotonic() - started > self._timeout
             ):
-                return self._settle(
+                timed_out = self._settle(
                     index,
                     _failure(
                         "TOOL_TIMEOUT",
@@ -650,6 +651,11 @@ class _ToolBatch:
                         {"timeout": self._timeout},
                     ),
                 )
+                with self._lock:
+                    queued = self._next < len(self._calls)
+                if queued:  # its thread is still stuck in the tool: the queue needs another
+                    self._start_worker()
+                return timed_out
         result = self._results[index]
         assert result is not None
         return result
@@ -680,8 +686,19 @@ def _unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:
 
 
 def _canonical(args: dict[str, Any], raw: str) -> str:
+    """The loop-detection key of a call's arguments: canonical JSON of ``args``.
+
+    Unparseable arguments arrive as ``args == {}`` beside the raw text; that text is then the
+    key, so two different garbled calls stay different while ``"{}"`` and ``"{ }"`` are one.
+    """
     if not args and raw.strip():
-        return raw.strip()
+        try:
+            parsed = json.loads(raw)
+        except (ValueError, RecursionError):
+            return raw.strip()
+        if not isinstance(parsed, dict):
+            return raw.strip()
+        args = parsed
     try:
         return json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
     except (TypeError, ValueError):

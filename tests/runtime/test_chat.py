@@ -210,6 +210,34 @@ def test_same_failing_call_three_times_is_a_loop() -> None:
     assert len(provider.requests) == 3
 
 
+def test_loop_detection_compares_canonical_json_not_the_raw_text() -> None:
+    """``{}`` and ``{ }`` (or keys in another order) are the same call for the loop guard."""
+    raws = ['{"reason": "x", "n": 1}', '{ "n": 1,  "reason": "x" }', '{"n":1,"reason":"x"}']
+    turns = [
+        [ToolCallEvent(ToolCall("c1", "explode", json.loads(raw), raw)), FinishEvent("tool")]
+        for raw in raws
+    ]
+    chat, provider = client(*turns, "never", tools=[explode])
+    assert list(chat.chat("x"))[-1] == ChatFinishEvent("loop_detected")
+    assert len(provider.requests) == 3
+    empty = [
+        [ToolCallEvent(ToolCall("c1", "nope", {}, raw)), FinishEvent("tool")]
+        for raw in ["{}", "{ }", " {}\n"]
+    ]
+    chat, provider = client(*empty, "never")
+    assert list(chat.chat("x"))[-1] == ChatFinishEvent("loop_detected")
+    assert len(provider.requests) == 3
+
+
+def test_different_garbled_arguments_are_different_calls() -> None:
+    turns = [
+        [ToolCallEvent(ToolCall("c1", "explode", {}, raw)), FinishEvent("tool")]
+        for raw in ["{bad", "{worse", "{bad"]
+    ]
+    chat, _ = client(*turns, "fine", tools=[explode])
+    assert list(chat.chat("x"))[-1] == ChatFinishEvent("complete")
+
+
 def test_different_failures_are_not_a_loop() -> None:
     turns = [[call("explode", {"reason": str(i)}), FinishEvent("tool")] for i in range(3)]
     chat, _ = client(*turns, "fine", tools=[explode])
@@ -273,6 +301,28 @@ def test_token_limit_warning_and_stop() -> None:
     assert isinstance(events[0], ErrorEvent) and events[0].error.code == "TOKEN_LIMIT_EXCEEDED"
     assert events[-1] == ChatFinishEvent("token_limit")
     assert len(provider.requests) == 1  # nothing sent over the limit
+
+
+def test_the_token_warning_comes_before_every_request_that_is_close_to_the_limit() -> None:
+    """API.md §6: the estimate is checked before every request; each at >= 90 % warns."""
+    counts = iter([91, 80, 95])
+    turn = [call("add", {"a": 1, "b": 1}), FinishEvent("tool")]
+    chat, provider = client(
+        turn,
+        turn,
+        "done",
+        tools=[add],
+        context_length=100,
+        token_counter=lambda r: next(counts),
+    )
+    events = list(chat.chat("x"))
+    assert len(provider.requests) == 3
+    warnings = [i for i, e in enumerate(events) if isinstance(e, WarningEvent)]
+    assert [events[i].code for i in warnings] == ["TOKEN_LIMIT_WARNING"] * 2
+    turns_done = [i for i, e in enumerate(events) if isinstance(e, TurnCompleteEvent)]
+    # the first request warned before turn 1; the third (95 %) after turn 2 and before turn 3
+    assert warnings[0] < turns_done[0] and turns_done[1] < warnings[1] < turns_done[2]
+    assert events[-1] == ChatFinishEvent("complete")
 
 
 def test_context_limits_override_the_provider() -> None:
@@ -340,6 +390,37 @@ def test_tool_timeout() -> None:
     release.set()
     [result] = [e.result for e in events if isinstance(e, ToolCallResultEvent)]
     assert result.error is not None and result.error.code == "TOOL_TIMEOUT"
+    assert events[-1] == ChatFinishEvent("complete")
+
+
+def test_a_timed_out_tool_does_not_hold_up_the_calls_queued_behind_it() -> None:
+    """With one worker, a call stuck past ``tool_timeout`` still lets the next call run."""
+    release = threading.Event()
+
+    @tool
+    def stuck() -> str:
+        """Never returns in time."""
+        release.wait()
+        return "late"
+
+    calls = [call("stuck", {}, id="c0"), call("add", {"a": 1, "b": 2}, id="c1")]
+    chat, _ = client(
+        [*calls, FinishEvent("tool")],
+        "ok",
+        tools=[stuck, add],
+        tool_timeout=0.2,
+        max_parallel_tools=1,
+    )
+    events: list[Any] = []
+    runner = threading.Thread(target=lambda: events.extend(chat.chat("x")), daemon=True)
+    runner.start()
+    runner.join(10)  # generous: the chat needs about 0.2 s; before the fix it never ended
+    finished = not runner.is_alive()
+    release.set()
+    assert finished, "the call queued behind a timed-out tool never ran"
+    results = [e.result for e in events if isinstance(e, ToolCallResultEvent)]
+    assert results[0].error is not None and results[0].error.code == "TOOL_TIMEOUT"
+    assert results[1].ok and results[1].data == 3
     assert events[-1] == ChatFinishEvent("complete")
 
 
@@ -428,6 +509,53 @@ def test_auto_mode_uses_native_when_the_model_can() -> None:
     chat, provider = client("hi", tools=[add])
     list(chat.chat("x"))
     assert provider.requests[0].tools is not None
+
+
+class _PerModel(ScriptedProvider):
+    """A provider whose per-model answer differs from its own capabilities."""
+
+    def __init__(self, provider_says: bool | None, model_says: bool | None) -> None:
+        super().__init__(["ok"], capabilities=caps(provider_says))
+        self.model_says = model_says
+
+    def model_capabilities(self, model: str) -> ProviderCapabilities:
+        return caps(self.model_says)
+
+
+def caps(tool_calling: bool | None) -> ProviderCapabilities:
+    return ProviderCapabilities(
+        streaming=True,
+        tool_calling=tool_calling,
+        model_management=False,
+        embeddings=False,
+        token_counting=False,
+        guided_decoding=False,
+        vision=None,
+        thinking=None,
+    )
+
+
+@pytest.mark.parametrize(
+    ("provider_says", "model_says", "native"),
+    [
+        (True, False, False),  # the model's answer wins when it is known
+        (False, True, True),
+        (None, False, False),
+        (None, True, True),
+        (True, None, True),  # unknown for the model: the provider decides
+        (False, None, False),
+        (None, None, True),  # unknown everywhere: native, which most servers accept
+    ],
+)
+def test_auto_mode_asks_the_model_then_the_provider(
+    provider_says: bool | None, model_says: bool | None, native: bool
+) -> None:
+    provider = _PerModel(provider_says, model_says)
+    chat = ChatClient(provider, tools=ToolRegistry([add]), model="m")
+    list(chat.chat("x"))
+    request = provider.requests[0]
+    assert (request.tools is not None) is native
+    assert ("Action Input" in (request.system_prompt or "")) is not native
 
 
 # --------------------------------------------------------------------------- run / persistence
