@@ -12,8 +12,11 @@ ignore them (HTTP 200, unconstrained output) in favour of ``structured_outputs``
 reads ``GET /version`` once per instance and sends what that server obeys: ``guided_*`` for
 versions before 0.12, ``structured_outputs`` from 0.12 on, both when the version cannot be read
 (old servers ignore the unknown field, new ones the old fields, so the constraint holds either
-way). A JSON Schema ``response_format`` is mapped the same way. Everything else in
-``GenerationOptions.extra_body`` is sent verbatim.
+way). A JSON Schema ``response_format`` is mapped the same way (one already in the OpenAI wire
+shape, ``{"type": "json_schema" | "json_object" | "text", ...}``, is sent as it is).
+``GenerationOptions.extra_body`` is sent verbatim, ``guided_*`` keys included; for those the
+provider adds ``structured_outputs`` too where the server needs it (unless ``extra_body``
+already has one).
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ logger = logging.getLogger(__name__)
 
 STRUCTURED_OUTPUTS_SINCE = (0, 12)
 """The first vLLM release that ignores ``guided_*`` (PR #29326)."""
+
+#: ``response_format`` objects already in the OpenAI wire shape (passed on unchanged).
+_WIRE_FORMATS = ("json_schema", "json_object", "text")
 
 #: ``guided_*`` field → ``structured_outputs`` key.
 _GUIDED = {
@@ -169,16 +175,19 @@ class VllmProvider(OpenAICompatibleProvider):
 
     def _chat_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
         body = chat_body(request, self.backend, stream=stream, extend_extra=False)
-        extra = {**self.options.to_body(), **request.options.extra_body}
-        guided = {key: extra.pop(key) for key in list(extra) if key in _GUIDED}
+        extra = request.options.extra_body  # sent as written, guided_* keys included
+        typed = {k: v for k, v in self.options.to_body().items() if k not in extra}
         fmt = request.response_format
-        if isinstance(fmt, dict) and "json_schema" not in fmt and "guided_json" not in guided:
-            body.pop("response_format", None)
-            guided["guided_json"] = fmt
+        schema = isinstance(fmt, dict) and fmt.get("type") not in _WIRE_FORMATS
+        if schema and "guided_json" not in typed and "guided_json" not in extra:
+            body.pop("response_format", None)  # a JSON Schema: constrain like guided_json
+            typed["guided_json"] = fmt
+        body.update({k: v for k, v in typed.items() if k not in _GUIDED})
+        guided = {k: v for k, v in {**typed, **extra}.items() if k in _GUIDED}
         if guided:
             style = self._guided_style()
             if style in ("guided", "both"):
-                body.update(guided)
-            if style in ("structured", "both"):
+                body.update({k: v for k, v in typed.items() if k in _GUIDED})
+            if style in ("structured", "both") and "structured_outputs" not in extra:
                 body["structured_outputs"] = {_GUIDED[k]: v for k, v in guided.items()}
         return merge_body(body, extra) if extra else body

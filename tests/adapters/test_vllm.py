@@ -8,6 +8,7 @@ fragment.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import requests
@@ -169,10 +170,10 @@ def test_guided_decoding_follows_server_version(
     version(rsps, server)
     stream_ok(rsps)
     stream_ok(rsps)
-    p = VllmProvider(base_url=URL, retries=0)
-    opts = VllmOptions(guided_choice=["pos", "neg"], guided_regex="[a-z]+").apply()
-    list(p.chat_stream(req(options=opts)))
-    list(p.chat_stream(req(options=opts)))  # the version is read once
+    typed = VllmOptions(guided_choice=["pos", "neg"], guided_regex="[a-z]+")
+    p = VllmProvider(base_url=URL, retries=0, options=typed)
+    list(p.chat_stream(req()))
+    list(p.chat_stream(req()))  # the version is read once
     body = body_of(rsps)
     assert ("guided_choice" in body) is guided and ("guided_regex" in body) is guided
     if structured:
@@ -197,19 +198,58 @@ def test_response_format_schema_mapped_by_version(
         assert body["structured_outputs"] == {"json": SCHEMA} and "guided_json" not in body
 
 
-def test_guided_json_from_extra_body_is_translated_on_new_servers(
-    rsps: responses.RequestsMock,
+@pytest.mark.parametrize(("server", "structured"), [("0.11.1", False), ("0.12.0", True)])
+def test_extra_body_is_sent_verbatim_and_guided_keys_also_as_structured_outputs(
+    rsps: responses.RequestsMock, server: str, structured: bool
 ) -> None:
-    version(rsps, "0.12.0")
+    """API.md: extra_body goes into the body as written; a 0.12+ server also gets the
+    structured_outputs form of its guided_* keys, so the constraint holds."""
+    version(rsps, server)
     stream_ok(rsps)
-    extra = {"guided_json": SCHEMA}
+    extra = {"guided_json": SCHEMA, "guided_decoding_backend": "xgrammar", "priority": 2}
     list(
         VllmProvider(base_url=URL, retries=0).chat_stream(
             req(options=GenerationOptions(extra_body=extra))
         )
     )
     body = body_of(rsps)
-    assert body["structured_outputs"] == {"json": SCHEMA} and "guided_json" not in body
+    assert {k: body[k] for k in extra} == extra
+    if structured:
+        assert body["structured_outputs"] == {"json": SCHEMA}
+    else:
+        assert "structured_outputs" not in body
+
+
+def test_structured_outputs_in_extra_body_is_not_overridden(rsps: responses.RequestsMock) -> None:
+    version(rsps, "0.12.0")
+    stream_ok(rsps)
+    mine = {"regex": "[0-9]+"}
+    extra = {"guided_json": SCHEMA, "structured_outputs": mine}
+    list(
+        VllmProvider(base_url=URL, retries=0).chat_stream(
+            req(options=GenerationOptions(extra_body=extra))
+        )
+    )
+    body = body_of(rsps)
+    assert body["structured_outputs"] == mine and body["guided_json"] == SCHEMA
+
+
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        {"type": "json_object"},
+        {"type": "text"},
+        {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}},
+    ],
+)
+def test_response_format_in_the_openai_wire_shape_is_passed_on(
+    rsps: responses.RequestsMock, fmt: dict[str, Any]
+) -> None:
+    stream_ok(rsps)  # nothing guided: the server version is not even asked
+    list(VllmProvider(base_url=URL, retries=0).chat_stream(req(response_format=fmt)))
+    body = body_of(rsps)
+    assert body["response_format"] == fmt
+    assert "structured_outputs" not in body and "guided_json" not in body
 
 
 def test_json_mode_stays_response_format(rsps: responses.RequestsMock) -> None:
