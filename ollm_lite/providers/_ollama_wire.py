@@ -381,8 +381,9 @@ def chat_body(
 def usage_from_chunk(chunk: dict[str, Any]) -> Usage | None:
     """Token counts and timings of a final chunk; ``None`` when it carries no metric at all.
 
-    Ollama omits zero metrics (Go ``omitempty``): an absent count is reported as ``None``
-    (the server did not say), durations (integer nanoseconds) go to ``Usage.extra``.
+    Ollama omits zero metrics (Go ``omitempty``; ``../shared/PROTOCOLS.md`` §1.2): a chunk that
+    carries any metric reports an absent count as 0 — ``prompt_eval_count`` is missing when the
+    whole prompt came from the cache. Durations (integer nanoseconds) go to ``Usage.extra``.
     """
     get = chunk.get
     prompt, completion = get("prompt_eval_count"), get("eval_count")
@@ -391,8 +392,8 @@ def usage_from_chunk(chunk: dict[str, Any]) -> Usage | None:
     c = completion if isinstance(completion, int) and not isinstance(completion, bool) else None
     if p is None and c is None and not extra:
         return None
-    total = p + c if p is not None and c is not None else None
-    return Usage(p, c, total, extra)
+    p, c = p or 0, c or 0
+    return Usage(p, c, p + c, extra)
 
 
 class ChatStreamState:

@@ -399,7 +399,8 @@ def test_length_and_tool_reasons() -> None:
 
 
 def test_usage_mapping() -> None:
-    """Counts map to Usage, durations go to extra, absent metrics are None."""
+    """Counts map to Usage, durations go to extra; Ollama omits zero metrics (omitempty), so
+    an absent count beside others is 0, and a chunk with no metric at all has no Usage."""
     full = {
         **DONE,
         **{"prompt_eval_count": 31, "eval_count": 30, "total_duration": 5, "eval_duration": 3},
@@ -408,7 +409,7 @@ def test_usage_mapping() -> None:
         31, 30, 61, {"total_duration": 5, "eval_duration": 3}
     )
     cached = {**DONE, "eval_count": 4, "eval_duration": 9}  # prompt_eval_count omitted (omitempty)
-    assert wire.usage_from_chunk(cached) == Usage(None, 4, None, {"eval_duration": 9})
+    assert wire.usage_from_chunk(cached) == Usage(0, 4, 4, {"eval_duration": 9})
     assert wire.usage_from_chunk(DONE) is None
     assert wire.usage_from_chunk({**DONE, "eval_count": True}) is None
 
