@@ -30,8 +30,10 @@ Invariants:
   ``gemini``). An alias selects its canonical provider; a backend alias (``lmstudio``,
   ``localai``, ``kobold``, ``llamacpp``) also sets ``providers.openai-compatible.backend``.
 * :func:`load_config` raises only for an unreadable file or malformed TOML, a named file that
-  does not exist, and a ``${VAR}`` that cannot be expanded. Bad values load as they are and
-  :func:`validate_config` reports every problem at once, each with its dotted field path.
+  does not exist, and an unset ``${VAR}`` without a default. Bad values load as they are and
+  :func:`validate_config` reports every problem at once, each with its dotted field path; a
+  value holding a malformed reference (an unterminated ``${``, ``${}``, ``${1A}``) is one of
+  them: it loads exactly as written, unexpanded.
 * No API key appears in ``repr`` (``ProviderConfig.api_key`` is left out of it) or in
   :func:`redacted`.
 
@@ -41,6 +43,7 @@ Importing this module imports no HTTP library (the CLI's ``--help`` stays fast).
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import logging
 import math
 import os
@@ -168,8 +171,9 @@ class Config:
         source: The file that was read, or ``None`` when none was.
         origins: Dotted path → where its value came from (``file``, ``env NAME``,
             ``override``), for ``ollm-lite config show``.
-        issues: Structural problems found while loading (unknown keys, tables of the wrong
-            type); :func:`validate_config` reports them with the rest.
+        issues: Problems found while loading (unknown keys, tables of the wrong type,
+            malformed ``${...}`` references); :func:`validate_config` reports them with the
+            rest.
     """
 
     provider: str = "local"
@@ -251,6 +255,19 @@ def expand_vars(text: str, env: Mapping[str, str], *, where: str = "value") -> s
         ConfigError: ``CONFIG_INVALID`` for an unset variable without a default (naming it
             and ``where``), an empty or malformed name, or an unterminated ``${``.
     """
+    expanded, problems = _expand(text, env, where, quote=True)
+    if problems:
+        raise ConfigError(f"{where}: {problems[0]}", details={"path": where})
+    return expanded
+
+
+def _expand(text: str, env: Mapping[str, str], where: str, *, quote: bool) -> tuple[str, list[str]]:
+    """``text`` expanded, and what is wrong with each malformed reference in it.
+
+    Malformed references are left as they are; ``quote=False`` keeps their text out of the
+    messages (the value may be a secret). An unset variable without a default still raises.
+    """
+    problems: list[str] = []
 
     def sub(match: re.Match[str]) -> str:
         whole = match.group(0)
@@ -258,17 +275,15 @@ def expand_vars(text: str, env: Mapping[str, str], *, where: str = "value") -> s
             return "${"
         body = match.group(1)
         if body is None:
-            raise ConfigError(
-                f"{where}: unterminated '${{' (write $${{ for a literal ${{)",
-                details={"path": where},
-            )
+            problems.append("unterminated '${' (write $${ for a literal ${)")
+            return whole
         name, sep, default = body.partition(":-")
         if not _NAME.fullmatch(name):
-            raise ConfigError(
-                f"{where}: bad variable reference '${{{body}}}': expected ${{NAME}} or "
-                "${NAME:-default}",
-                details={"path": where},
+            shown = f" '${{{_clip(body)}}}'" if quote else ""
+            problems.append(
+                f"bad variable reference{shown}: expected ${{NAME}} or ${{NAME:-default}}"
             )
+            return whole
         value = env.get(name)
         if value:
             return value
@@ -282,21 +297,34 @@ def expand_vars(text: str, env: Mapping[str, str], *, where: str = "value") -> s
             details={"path": where, "variable": name},
         )
 
-    return _VAR.sub(sub, text)
+    return _VAR.sub(sub, text), problems
 
 
 def _clip(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _expand_tree(value: Any, env: Mapping[str, str], where: str) -> Any:
+def _expand_tree(value: Any, env: Mapping[str, str], where: str, issues: list[ConfigIssue]) -> Any:
+    """``value`` with every string expanded; a string with a malformed reference stays as
+    written and each of its problems goes to ``issues``."""
     if isinstance(value, str):
-        return expand_vars(value, env, where=where)
+        expanded, problems = _expand(value, env, where, quote=not _secret_path(where))
+        issues.extend(ConfigIssue(where, problem) for problem in problems)
+        return value if problems else expanded
     if isinstance(value, dict):
-        return {k: _expand_tree(v, env, f"{where}.{k}" if where else k) for k, v in value.items()}
+        return {
+            k: _expand_tree(v, env, f"{where}.{k}" if where else k, issues)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
-        return [_expand_tree(v, env, f"{where}[{i}]") for i, v in enumerate(value)]
+        return [_expand_tree(v, env, f"{where}[{i}]", issues) for i, v in enumerate(value)]
     return value
+
+
+def _secret_path(where: str) -> bool:
+    """Whether the value at ``where`` may be a credential (its text is never quoted)."""
+    leaf = where.rsplit(".", 1)[-1].lower()
+    return any(word in leaf for word in ("key", "token", "secret", "password"))
 
 
 # --------------------------------------------------------------------------- layers
@@ -471,7 +499,10 @@ def load_config(
     data = _read_toml(file, explicit)
     if data is not None:
         source = str(file)
-        layers.append(_file_layer(_expand_tree(data, env, ""), "file"))
+        problems: list[ConfigIssue] = []
+        layer = _file_layer(_expand_tree(data, env, "", problems), "file")
+        layer.issues[:0] = problems
+        layers.append(layer)
     layers.append(_env_layer(env))
     if overrides:
         layers.append(_override_layer(overrides))
@@ -514,12 +545,16 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     """Every problem in ``config``, each with its dotted field path; ``[]`` when it is fine.
 
     Checks: the provider is known (aliases accepted), the model is a non-empty string,
-    provider sections are known providers, ``base_url`` is an ``http(s)://host[:port]`` URL,
-    ``api_key`` is a string, ``backend`` is a known backend and only set for
-    ``openai-compatible``, ``timeout`` is a positive number, context limits are positive
-    integers, no unknown keys; and Gemini, when selected, has an API key.
+    provider sections are known providers, ``base_url`` is an ``http(s)://host[:port]`` URL
+    (or what ``OLLAMA_HOST`` accepts: ``host``, ``host:port``, ``:port``), ``api_key`` is a
+    string, ``backend`` is a known backend and only set for ``openai-compatible``,
+    ``timeout`` is a positive number, context limits are positive integers, no unknown keys,
+    no malformed ``${...}`` references; and Gemini, when selected, has an API key.
+
+    A field already reported while loading (a malformed reference keeps the value as
+    written) gets no second issue for that unexpanded value.
     """
-    issues: list[ConfigIssue] = list(config.issues)
+    issues: list[ConfigIssue] = []
     # Values are checked as Any: a loaded file may hold any TOML type in any field.
     provider: Any = config.provider
     model: Any = config.model
@@ -561,6 +596,8 @@ def validate_config(config: Config) -> list[ConfigIssue]:
                     "api_key in [providers.gemini]",
                 )
             )
+    loaded = {issue.path for issue in config.issues}
+    issues = [*config.issues, *(i for i in issues if i.path not in loaded)]
     secrets = config_secrets(config)
     return [
         ConfigIssue(mask_secrets(i.path, secrets), mask_secrets(i.message, secrets)) for i in issues
@@ -576,7 +613,7 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
         return [_type_issue(where, "a table", section)]
     issues: list[ConfigIssue] = []
     if section.base_url is not None:
-        problem = _url_problem(section.base_url)
+        problem = _url_problem(section.base_url, ollama_host=canonical == "local")
         if problem:
             issues.append(ConfigIssue(f"{where}.base_url", problem))
     api_key: Any = section.api_key
@@ -619,32 +656,91 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
     return issues
 
 
-def _url_problem(url: Any) -> str | None:
+def _url_problem(url: Any, *, ollama_host: bool = False) -> str | None:
+    """What is wrong with ``url`` as a base URL, or ``None``.
+
+    ``ollama_host``: also accept a bare IPv6 address (``::1``, ``::``), as ``OLLAMA_HOST`` does.
+    Messages never show URL user-info (``user:pass@``), with or without a scheme.
+    """
     if not isinstance(url, str):
         return f"must be a string, got {_show(url)}"
     text = url.strip()
     if not text:
         return "must not be empty"
+    bad = f"malformed URL {_without_userinfo(url)!r}"
     # Bare host, host:port and :port mean http:// (Ollama's OLLAMA_HOST rules, which the
     # providers follow for every base URL).
-    if text.startswith(":"):
-        text = "127.0.0.1" + text
     if "://" not in text:
+        problem = _schemeless_problem(text, ollama_host=ollama_host)
+        if problem:
+            return f"{bad}: {problem}"
+        hostport = text.partition("/")[0].rpartition("@")[2]
+        if ":" in hostport and not hostport.startswith("[") and _is_ip(hostport):
+            text = text.replace(hostport, f"[{hostport}]", 1)  # bare IPv6, accepted for Ollama
+        elif text.startswith(":"):
+            text = "127.0.0.1" + text
         text = "http://" + text
     try:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:
-        return f"malformed URL {url!r}: bad port"
+        return f"{bad}: bad port"
     if parts.scheme not in ("http", "https"):
-        return f"malformed URL {url!r}: the scheme must be http or https, not {parts.scheme!r}"
+        return f"{bad}: the scheme must be http or https, not {parts.scheme!r}"
     if not parts.hostname:
-        return f"malformed URL {url!r}: expected http(s)://host[:port]"
+        return f"{bad}: expected http(s)://host[:port]"
     if port == 0:
-        return f"malformed URL {url!r}: bad port"
+        return f"{bad}: bad port"
     if any(ch.isspace() for ch in text):
-        return f"malformed URL {url!r}: contains white space"
+        return f"{bad}: contains white space"
     return None
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` with anything like ``user:pass@`` as ``***@``, wherever the (possibly
+    mistyped) scheme leaves it."""
+    return _ANY_USERINFO.sub("***@", url)
+
+
+_ANY_USERINFO = re.compile(r"[^/@\s]+@")
+_MANGLED_HTTP = re.compile(r"(https?)(?::(?!//)|/)", re.IGNORECASE)
+_NO_COLON = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)//")
+
+
+def _schemeless_problem(text: str, *, ollama_host: bool) -> str | None:
+    """What is wrong with a base URL written without ``scheme://``, or ``None``.
+
+    Accepted as ``OLLAMA_HOST`` accepts it: ``host``, ``host:port``, ``:port``,
+    ``[v6]:port``, each with an optional ``/path`` (a bare ``::1`` only for Ollama). Rejected:
+    a mistyped scheme (``http:/x``, ``http//x``, ``htp:/x``) and an empty port (``host:``).
+    """
+    mangled = _MANGLED_HTTP.match(text)
+    if mangled:
+        scheme = mangled.group(1)
+        return f"expected {scheme.lower()}://host[:port] ({scheme!r} must be followed by '://')"
+    hostport = text.partition("/")[0].rpartition("@")[2]
+    if ":" in hostport and not hostport.startswith("[") and _is_ip(hostport):
+        if ollama_host:
+            return None
+        return f"an IPv6 address needs brackets: http://[{hostport}]:port"
+    if hostport.endswith(":"):
+        return (
+            f"empty port after {hostport!r} (a misspelt scheme? expected "
+            "http(s)://host[:port] or host:port)"
+        )
+    slashes = _NO_COLON.match(text)
+    if slashes:
+        scheme = slashes.group(1) + "//"
+        return f"{scheme!r} lacks the ':' of a scheme: expected http(s)://host[:port]"
+    return None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _unknown_provider(name: str) -> str:

@@ -1,4 +1,5 @@
-"""Configuration properties: the precedence matrix and ``${VAR}`` expansion round trips."""
+"""Configuration properties: the precedence matrix, ``${VAR}`` expansion round trips, malformed
+``${`` references and base URL forms."""
 
 from __future__ import annotations
 
@@ -6,9 +7,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
-from ollm_lite.config import PROVIDERS, expand_vars, load_config, validate_config
+from ollm_lite.config import (
+    PROVIDERS,
+    Config,
+    ProviderConfig,
+    expand_vars,
+    load_config,
+    validate_config,
+)
+from ollm_lite.providers._ollama_wire import parse_ollama_host
 
 LAYERS = ("default", "file", "env", "flag")
 
@@ -160,3 +169,118 @@ def test_expansion_substitutes_exactly(
 def test_escaped_references_survive(text: str) -> None:
     """``$${...}`` always yields a literal ``${...}`` whatever the environment."""
     assert expand_vars(f"$${{{text.replace('}', '')}}}", {}) == f"${{{text.replace('}', '')}}}"
+
+
+# --------------------------------------------------------------------------- malformed ${
+
+
+malformed_refs = st.one_of(
+    st.just("${"),
+    names.map(lambda n: "${" + n),  # unterminated
+    st.just("${}"),
+    st.from_regex(r"\$\{[0-9][A-Z0-9_]{0,4}\}", fullmatch=True),  # starts with a digit
+    st.tuples(names, names).map(lambda p: f"${{{p[0]} {p[1]}}}"),  # a blank inside
+    names.map(lambda n: f"${{{n}:default}}"),  # ':' without '-'
+)
+ref_free = st.text(st.characters(exclude_characters="${}", exclude_categories=("Cs",)), max_size=10)
+fields = st.sampled_from(
+    ["model", "providers.vllm.base_url", "providers.vllm.api_key", "providers.local.backend"]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(fields, ref_free, malformed_refs, ref_free, st.dictionaries(names, ref_free, max_size=3))
+def test_malformed_references_load_verbatim_and_are_reported(
+    field: str, before: str, ref: str, after: str, env: dict[str, str]
+) -> None:
+    """API.md §8: a malformed ``${`` never makes load_config raise; the value is kept as
+    written and validate_config reports it at its dotted path, without quoting a key."""
+    value = before + ref + after
+    tree: dict[str, Any] = {}
+    put(tree, field, value)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.toml"
+        path.write_text(toml_of_escaped(tree))
+        config = load_config(path, env=env)
+    assert get(config, field) == value
+    issues = validate_config(config)
+    mine = [i for i in issues if i.path == field]
+    assert len(mine) >= 1
+    assert all(
+        "unterminated '${'" in i.message or "bad variable reference" in i.message for i in mine
+    )
+    if field.endswith("api_key"):  # nothing of the value is quoted
+        assert {i.message for i in mine} <= {
+            "unterminated '${' (write $${ for a literal ${)",
+            "bad variable reference: expected ${NAME} or ${NAME:-default}",
+        }
+
+
+def toml_of_escaped(tree: dict[str, Any]) -> str:
+    """Like ``toml_of`` but with every string escaped (any text survives)."""
+    lines = [f"{k} = {toml_str(v)}" for k, v in tree.items() if not isinstance(v, dict)]
+    for name, section in tree.get("providers", {}).items():
+        lines.append(f"[providers.{name}]")
+        lines += [f"{k} = {toml_str(v)}" for k, v in section.items()]
+    return "\n".join(lines) + "\n"
+
+
+def toml_str(text: str) -> str:
+    def escape(ch: str) -> str:
+        if ch in '"\\':
+            return "\\" + ch
+        return f"\\u{ord(ch):04x}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch
+
+    return '"' + "".join(map(escape, text)) + '"'
+
+
+# --------------------------------------------------------------------------- base URLs
+
+host_names = st.from_regex(r"[a-z][a-z0-9-]{0,10}(\.[a-z][a-z0-9-]{0,6}){0,2}", fullmatch=True)
+hosts = st.one_of(
+    host_names.filter(lambda h: h not in ("http", "https")),
+    st.ip_addresses(v=4).map(str),
+    st.ip_addresses(v=6).map(lambda ip: f"[{ip}]"),
+)
+ports = st.one_of(st.just(""), st.integers(1, 65535).map(lambda p: f":{p}"))
+url_paths = st.one_of(st.just(""), st.just("/"), st.from_regex(r"/[a-z0-9/]{1,12}", fullmatch=True))
+userinfo = st.one_of(st.just(""), st.from_regex(r"[a-z]{1,5}:[a-z0-9]{1,8}@", fullmatch=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["", "http://", "https://", "HTTP://"]), userinfo, hosts, ports, url_paths)
+def test_every_ollama_host_form_is_a_valid_base_url(
+    scheme: str, user: str, host: str, port: str, path: str
+) -> None:
+    """host, host:port, [v6]:port, user:pw@host, with or without http(s)://, with a path: the
+    provider accepts it (Ollama's OLLAMA_HOST rules) and so does validate_config, for every
+    provider."""
+    url = f"{scheme}{user}{host}{port}{path}"
+    parse_ollama_host(url)  # the local provider's own reading: no error
+    for provider in ("local", "vllm", "openai-compatible"):
+        config = Config(providers={provider: ProviderConfig(base_url=url)})
+        assert validate_config(config) == [], (provider, url)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["http", "https", "HTTP", "htp", "http2", "ftp", "hxxp"]),
+    st.sampled_from([":/", "//", ":"]),
+    userinfo,
+    hosts,
+    ports,
+    url_paths,
+)
+def test_a_mangled_scheme_separator_is_always_reported(
+    scheme: str, separator: str, user: str, host: str, port: str, path: str
+) -> None:
+    """``scheme:/rest``, ``scheme//rest`` (and ``http:rest``) are never read as a host name;
+    the issue names the field and never shows the user-info."""
+    assume(separator != ":" or scheme.lower() in ("http", "https"))
+    url = f"{scheme}{separator}{user}{host}{port}{path}"
+    for provider in ("local", "vllm", "openai-compatible"):
+        issues = validate_config(Config(providers={provider: ProviderConfig(base_url=url)}))
+        assert [i.path for i in issues] == [f"providers.{provider}.base_url"], url
+        assert issues[0].message.startswith("malformed URL ")
+        if user:
+            assert user not in issues[0].message

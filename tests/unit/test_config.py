@@ -153,6 +153,61 @@ def test_malformed_references_are_config_errors(text: str) -> None:
         expand_vars(text, {"A": "x"})
 
 
+def test_malformed_references_load_as_written_and_are_reported(tmp_path: Path) -> None:
+    """API.md §8: only unreadable TOML and an unset ${VAR} raise; a malformed reference loads
+    unexpanded and validate_config names the field and what is wrong, once per field."""
+    path = write(
+        tmp_path,
+        'model = "${A B}"\n'
+        '[providers.vllm]\napi_key = "abc${def"\nbase_url = "http://${H}:${"\n'
+        '[providers.openai-compatible]\nbackend = "${}"\n'
+        '[context_limits]\n"m" = 100\n',
+    )
+    config = load_config(path, env={"H": "gpu-box"})
+    assert config.model == "${A B}"
+    assert config.providers["vllm"].api_key == "abc${def"
+    assert config.providers["vllm"].base_url == "http://${H}:${"  # nothing half-expanded
+    assert config.providers["openai-compatible"].backend == "${}"
+    by_path = {issue.path: issue.message for issue in validate_config(config)}
+    assert len(validate_config(config)) == len(by_path) == 4
+    assert "unterminated '${'" in by_path["providers.vllm.api_key"]
+    assert "unterminated '${'" in by_path["providers.vllm.base_url"]
+    assert "bad variable reference '${}'" in by_path["providers.openai-compatible.backend"]
+    assert "bad variable reference '${A B}'" in by_path["model"]
+    assert "expected ${NAME} or ${NAME:-default}" in by_path["model"]
+
+
+def test_malformed_reference_in_a_key_is_not_echoed(tmp_path: Path) -> None:
+    """The text of a key-like value never appears in the issue, even the reference part."""
+    path = write(tmp_path, '[providers.vllm]\napi_key = "sk-${live secret 9}"\n')
+    config = load_config(path, env={})
+    issues = validate_config(config)
+    assert paths(issues) == ["providers.vllm.api_key"]
+    assert "bad variable reference" in issues[0].message
+    shown = str(issues) + repr(config) + repr(redacted(config))
+    assert "live secret" not in shown and "sk-" not in shown
+
+
+def test_unset_variable_still_raises_beside_a_malformed_reference(tmp_path: Path) -> None:
+    path = write(tmp_path, 'model = "${A B}-${NOT_SET_HERE}"\n')
+    with pytest.raises(ConfigError, match="NOT_SET_HERE"):
+        load_config(path, env={})
+
+
+def test_config_validate_command_lists_malformed_references(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ollm-lite config validate` reports the bad reference instead of failing to load."""
+    from ollm_lite.cli import main
+
+    for var in ("OLLM_PROVIDER", "OPENAI_COMPATIBLE_HOST"):
+        monkeypatch.delenv(var, raising=False)
+    path = write(tmp_path, '[providers.openai-compatible]\nbackend = "${}"\n')
+    assert main(["--config", str(path), "config", "validate"]) == 1
+    out = capsys.readouterr().out
+    assert "providers.openai-compatible.backend: bad variable reference '${}'" in out
+
+
 def test_expansion_applies_to_every_string_value(tmp_path: Path) -> None:
     path = write(
         tmp_path,
@@ -398,6 +453,85 @@ def test_validate_hand_built_config() -> None:
     assert validate_config(config) == []
     bad = Config(model="  ", providers={"local": ProviderConfig(timeout=float("nan"))})
     assert paths(validate_config(bad)) == ["model", "providers.local.timeout"]
+
+
+MANGLED_URLS = [
+    ("http:/localhost:11434", "expected http://host[:port]"),
+    ("http//localhost:11434", "expected http://host[:port]"),
+    ("HTTPS:/gpu-box", "expected https://host[:port]"),
+    ("http:localhost:11434", "'http' must be followed by '://'"),
+    ("htp:/bad", "empty port after 'htp:'"),
+    ("localhost:", "empty port after 'localhost:'"),
+    ("htp//bad", "'htp//' lacks the ':' of a scheme"),
+]
+
+
+@pytest.mark.parametrize(("url", "message"), MANGLED_URLS)
+@pytest.mark.parametrize("provider", ["local", "vllm", "openai-compatible"])
+def test_mangled_urls_are_reported(url: str, message: str, provider: str) -> None:
+    """A scheme typo is not a host name: http:/x, http//x and htp:/x are malformed."""
+    config = Config(providers={provider: ProviderConfig(base_url=url)})
+    issues = validate_config(config)
+    assert paths(issues) == [f"providers.{provider}.base_url"]
+    assert issues[0].message.startswith(f"malformed URL {url!r}: ")
+    assert message in issues[0].message
+
+
+@pytest.mark.parametrize(("url", "message"), MANGLED_URLS[:3])
+def test_mangled_host_flag_is_a_usage_error(
+    url: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--host` goes through the same check: exit 2 with the message."""
+    from ollm_lite.cli import main
+
+    assert main(["--host", url, "config", "validate"]) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "localhost",
+        "localhost:11434",
+        ":11434",
+        "0.0.0.0",
+        "127.0.0.1:8080/ollama/",
+        "[::1]",
+        "[::1]:11434",
+        "user:pw@gpu-box:11434",
+        "example.com/ollama",
+        "http-proxy:3128",
+        "httpbin.org",
+        "http://h",
+        "HTTPS://h:443/x",
+        "http://[::1]:8080",
+    ],
+)
+def test_ollama_host_forms_stay_accepted(url: str) -> None:
+    """Every OLLAMA_HOST form the providers accept is a valid base_url."""
+    from ollm_lite.providers._ollama_wire import parse_ollama_host
+
+    parse_ollama_host(url)
+    config = Config(providers={"local": ProviderConfig(base_url=url)})
+    assert validate_config(config) == []
+    assert validate_config(load_config(env={"HOME": "/nonexistent", "OLLAMA_HOST": url})) == []
+
+
+@pytest.mark.parametrize("url", ["::1", "::", "::1/ollama"])
+def test_bare_ipv6_is_ollama_only(url: str) -> None:
+    """OLLAMA_HOST=::1 works for Ollama; other providers need http://[::1]:port."""
+    assert validate_config(Config(providers={"local": ProviderConfig(base_url=url)})) == []
+    issues = validate_config(Config(providers={"vllm": ProviderConfig(base_url=url)}))
+    assert paths(issues) == ["providers.vllm.base_url"]
+    assert "needs brackets" in issues[0].message
+
+
+def test_url_userinfo_is_hidden_without_a_scheme_too() -> None:
+    issues = validate_config(
+        Config(providers={"local": ProviderConfig(base_url="me:pw-secret@host:/x")})
+    )
+    assert paths(issues) == ["providers.local.base_url"]
+    assert "pw-secret" not in str(issues[0]) and "***@host:/x" in str(issues[0])
 
 
 def test_gemini_selected_without_key() -> None:
