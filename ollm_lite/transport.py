@@ -212,6 +212,10 @@ class _Scope:
 
 def _shutdown(conn: HTTPConnection | socket.socket) -> None:
     sock = conn if isinstance(conn, socket.socket) else getattr(conn, "sock", None)
+    if sock is not None and not isinstance(sock, socket.socket):
+        # urllib3's SSLTransport (TLS inside a TLS proxy tunnel) has no shutdown(); the
+        # socket it reads from does.
+        sock = getattr(sock, "socket", None)
     if sock is None:
         return
     with contextlib.suppress(OSError):
@@ -229,6 +233,15 @@ def _attach_current(conn: HTTPConnection, *, reused: bool = False) -> None:
     if scope is not None:
         scope.reused = reused
         scope.attach(conn)
+        # The socket itself too, not only the connection that holds it: for an answer read
+        # until the connection closes (neither Content-Length nor chunked), http.client's
+        # getresponse() hands the socket to the response and calls conn.close(), which sets
+        # conn.sock to None; the connection then no longer leads to the socket the body read
+        # blocks on. (_scoped_new_conn attaches a new plain socket before connect(); an HTTPS
+        # connection reads from the TLS socket wrapped around it, which only exists now.)
+        sock = conn.sock
+        if sock is not None:
+            scope.attach(sock)
 
 
 def _scoped_new_conn(conn: HTTPConnection) -> socket.socket:

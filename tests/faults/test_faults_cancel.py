@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -19,15 +20,18 @@ import pytest
 from faults.fault_server import (
     NDJSON,
     Wire,
+    chunks,
     headers_then_silence,
     oa_chunk,
     ollama_lines,
+    openai_events,
     repeat_forever,
+    sequence,
     sse_data,
     status,
     unanswered_connect,
 )
-from transport_support import serve, silent
+from transport_support import Request, serve, silent
 
 from ollm_lite.errors import Cancelled
 from ollm_lite.transport import Timeouts
@@ -124,6 +128,43 @@ def test_cancel_after_headers_while_silent(wire: Wire, no_leaks: Callable[..., N
     with serve({wire.path: headers_then_silence(wire.content_type)}) as server:
         provider = wire.provider(server.url, timeout=Timeouts(connect=1.0, idle=30.0))
         events, latency = drain(provider, Canceller(0.2))
+        provider.close()
+    assert_cancelled(events)
+    assert latency < LIMIT
+    no_leaks()
+
+
+def close_delimited_then_silence(content_type: str) -> Callable[[socket.socket, Request], None]:
+    """A 200 head with neither ``Content-Length`` nor ``Transfer-Encoding``, then nothing.
+
+    ``http.client`` reads such a body until the connection closes, and so hands the socket
+    over to the response and drops it from the connection object.
+    """
+
+    def script(client: socket.socket, req: Request) -> None:
+        client.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\n\r\n".encode())
+        req.stop.wait(30)
+
+    return script
+
+
+def test_cancel_a_silent_close_delimited_answer_on_a_reused_connection(
+    wire: Wire, no_leaks: Callable[..., None]
+) -> None:
+    """A first chat answered on a keep-alive connection, then a second chat on that same
+    connection answered with a close-delimited head and silence: the blocked body read is
+    interrupted, not left to the idle limit."""
+    if wire.name == "ndjson":
+        first = chunks(ollama_lines(["ok"]), keep_alive=True)
+    else:
+        first = chunks(openai_events(["ok"]), content_type="text/event-stream", keep_alive=True)
+    script = sequence(first, close_delimited_then_silence(wire.content_type))
+    with serve({wire.path: script}) as server:
+        provider = wire.provider(server.url, timeout=Timeouts(connect=1.0, idle=30.0))
+        warm = list(provider.chat_stream(req(threading.Event())))
+        assert warm[-1].type == "finish" and warm[-1].reason == "stop", warm[-1]
+        events, latency = drain(provider, Canceller(0.2))
+        assert len(server._clients) == 1, "the second chat did not reuse the connection"
         provider.close()
     assert_cancelled(events)
     assert latency < LIMIT
