@@ -15,7 +15,9 @@ streamed ones. Around every request it adds:
   server's own message, never its whole body;
 * cancellation through a ``threading.Event``: a small watcher thread per request shuts the
   socket down when the event is set (or the deadline passes), which interrupts a read that is
-  blocked on a silent server. A cancel already set sends nothing;
+  blocked on a silent server. A cancel already set sends nothing. Calls whose signature has no
+  ``cancel`` argument (``context_length(model)`` …) are reached through :func:`cancel_scope`,
+  an ambient event every request inside the block obeys;
 * redaction: API keys never appear in errors or logs, and custom auth headers are dropped when a
   redirect leaves the host.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import contextvars
 import json
 import logging
 import random
@@ -65,6 +68,7 @@ __all__ = [
     "StreamResponse",
     "Timeouts",
     "Transport",
+    "cancel_scope",
     "error_for_status",
     "normalize_base_url",
     "parse_retry_after",
@@ -181,6 +185,84 @@ def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
 
 
 # --------------------------------------------------------------------------- cancellation
+
+#: The cancel events of the enclosing :func:`cancel_scope` blocks, outermost first.
+_AMBIENT_CANCEL: contextvars.ContextVar[tuple[threading.Event, ...]] = contextvars.ContextVar(
+    "ollm_lite_cancel_scope", default=()
+)
+
+
+@contextlib.contextmanager
+def cancel_scope(cancel: threading.Event | None) -> Iterator[None]:
+    """Make ``cancel`` cancel every request sent inside the block, ``cancel=`` given or not.
+
+    For calls whose signature has no ``cancel`` argument (``provider.context_length(model)``,
+    ``model_capabilities``, ``count_tokens``)::
+
+        with cancel_scope(cancel):
+            limit = provider.context_length(model)
+
+    Every :class:`Transport` request sent in the block (retries and the waits between them
+    included) watches ``cancel`` in addition to its own ``cancel=``: setting either one
+    interrupts it, exactly as its own event would, with ``Cancelled``. Nested blocks add up:
+    the events of all enclosing blocks are watched, and leaving a block restores the ones
+    before it. ``None`` adds nothing. The events are taken when the request is sent and kept
+    for its whole life, so a stream opened inside the block stays cancellable by ``cancel``
+    after the block is left.
+
+    The scope is a :mod:`contextvars` variable: it follows the current thread (and context),
+    not other threads. Do not ``yield`` inside the block: a generator suspended there would
+    leave the scope active in its caller's code. Open it around the calls, not around yields.
+
+    Args:
+        cancel: The event to watch, or ``None`` for no change.
+    """
+    if cancel is None:
+        yield
+        return
+    outer = _AMBIENT_CANCEL.get()
+    token = _AMBIENT_CANCEL.set(outer if cancel in outer else (*outer, cancel))
+    try:
+        yield
+    finally:
+        _AMBIENT_CANCEL.reset(token)
+
+
+class _AnyEvent:
+    """Set as soon as one of several events is set (a request's own and the ambient ones).
+
+    Polled, like the watcher, so watching several events adds no thread.
+    """
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: tuple[threading.Event, ...]) -> None:
+        self._events = events
+
+    def is_set(self) -> bool:
+        return any(event.is_set() for event in self._events)
+
+    def wait(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        first = self._events[0]
+        while not self.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            first.wait(min(left, _CANCEL_POLL_S))
+        return True
+
+
+_CancelFlag = threading.Event | _AnyEvent
+
+
+def _effective_cancel(cancel: threading.Event | None) -> _CancelFlag | None:
+    """``cancel`` combined with the events of the enclosing :func:`cancel_scope` blocks."""
+    ambient = _AMBIENT_CANCEL.get()
+    if not ambient:
+        return cancel
+    events = ambient if cancel is None or cancel in ambient else (cancel, *ambient)
+    return events[0] if len(events) == 1 else _AnyEvent(events)
 
 
 class _Scope:
@@ -365,16 +447,14 @@ class _Watcher:
 
     __slots__ = ("_thread",)
 
-    def __init__(
-        self, scope: _Scope, cancel: threading.Event | None, deadline: float | None
-    ) -> None:
+    def __init__(self, scope: _Scope, cancel: _CancelFlag | None, deadline: float | None) -> None:
         self._thread = threading.Thread(
             target=self._run, args=(scope, cancel, deadline), name="ollm-cancel-watch", daemon=True
         )
         self._thread.start()
 
     @staticmethod
-    def _run(scope: _Scope, cancel: threading.Event | None, deadline: float | None) -> None:
+    def _run(scope: _Scope, cancel: _CancelFlag | None, deadline: float | None) -> None:
         poll = _CANCEL_POLL_S
         while not scope.done.wait(poll):
             if cancel is not None and cancel.is_set():
@@ -404,7 +484,7 @@ class StreamResponse:
         response: requests.Response,
         scope: _Scope,
         watcher: _Watcher | None,
-        cancel: threading.Event | None,
+        cancel: _CancelFlag | None,
         deadline: float | None,
         timeouts: Timeouts,
         model: str | None,
@@ -741,7 +821,8 @@ class Transport:
             json_body: JSON body.
             params: Query parameters.
             headers: Extra headers for this request.
-            cancel: Setting it interrupts the request at any point.
+            cancel: Setting it interrupts the request at any point. The events of the
+                enclosing :func:`cancel_scope` blocks are watched as well.
             timeout: Total deadline in seconds (``None``: the transport default).
             model: Model name for messages and ``MODEL_NOT_FOUND``.
             not_found: Whether a 404 means the model (``"model"``) or the route is missing.
@@ -759,6 +840,7 @@ class Transport:
             else Timeouts(self.timeouts.connect, self.timeouts.idle, timeout)
         )
         deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
+        flag = _effective_cancel(cancel)
         url = self.url(path)
         body = None
         req_headers = dict(headers or {})
@@ -769,7 +851,7 @@ class Transport:
         attempt = 0
         stale_resent = False
         while True:
-            if cancel is not None and cancel.is_set():
+            if flag is not None and flag.is_set():
                 raise Cancelled("the request was cancelled", provider=self.provider, model=model)
             try:
                 return self._send_once(
@@ -778,7 +860,7 @@ class Transport:
                     body,
                     params,
                     req_headers,
-                    cancel,
+                    flag,
                     deadline,
                     timeouts,
                     model,
@@ -808,8 +890,8 @@ class Transport:
                     attempt + 1,
                     delay,
                 )
-                if cancel is not None:
-                    if cancel.wait(delay):
+                if flag is not None:
+                    if flag.wait(delay):
                         raise Cancelled(
                             "the request was cancelled", provider=self.provider, model=model
                         ) from None
@@ -905,14 +987,18 @@ class Transport:
         body: bytes | None,
         params: Mapping[str, str] | None,
         headers: Mapping[str, str],
-        cancel: threading.Event | None,
+        cancel: _CancelFlag | None,
         deadline: float | None,
         timeouts: Timeouts,
         model: str | None,
         not_found: Literal["model", "route"],
     ) -> StreamResponse:
         scope = _Scope()
-        watcher = _Watcher(scope, cancel, deadline) if (cancel or deadline) else None
+        watcher = (
+            _Watcher(scope, cancel, deadline)
+            if cancel is not None or deadline is not None
+            else None
+        )
         started = time.perf_counter()
         read_timeout = timeouts.idle
         if deadline is not None:
@@ -974,7 +1060,7 @@ class Transport:
         self,
         exc: Exception,
         scope: _Scope,
-        cancel: threading.Event | None,
+        cancel: _CancelFlag | None,
         deadline: float | None,
         timeouts: Timeouts,
         url: str,
