@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ._cancel_scope import cancel_scope
 from .errors import ConfigError, OllmError, ProviderNotFound
 from .providers.base import ProviderAdapter
 from .react import STOP_SEQUENCES, ReActToolHandler
@@ -322,8 +323,11 @@ class _Loop:
         self.history.append(user)
         schemas = self.tools.schemas() if self.tools is not None and len(self.tools) else []
         react = None
-        if schemas and not self._native(adapter, model):
-            react = ReActToolHandler(schemas)
+        if schemas:
+            with cancel_scope(cancel):  # may ask the server (Ollama: /api/show)
+                native = self._native(adapter, model)
+            if not native:
+                react = ReActToolHandler(schemas)
         corrections = 0
         number = 0
         while True:
@@ -335,7 +339,11 @@ class _Loop:
                 return
             number += 1
             request = self._request(model, schemas, react)
-            check = self.client._counter(adapter).check(request)
+            with cancel_scope(cancel):  # the window and a tokenizer may be asked over HTTP
+                check = self.client._counter(adapter).check(request)
+            if cancel.is_set():  # those calls fall back quietly when cancelled
+                yield self._finish("cancelled")
+                return
             if check.exceeded:
                 yield ErrorEvent(
                     ErrorInfo(

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import contextvars
 import json
 import logging
 import random
@@ -52,6 +51,7 @@ from urllib3.util.connection import allowed_gai_family
 from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
 from . import __version__
+from ._cancel_scope import ambient_cancel_events, cancel_scope
 from ._http_errors import _Redactor, error_for_status, parse_retry_after
 from .errors import (
     BadResponse,
@@ -186,47 +186,6 @@ def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
 
 # --------------------------------------------------------------------------- cancellation
 
-#: The cancel events of the enclosing :func:`cancel_scope` blocks, outermost first.
-_AMBIENT_CANCEL: contextvars.ContextVar[tuple[threading.Event, ...]] = contextvars.ContextVar(
-    "ollm_lite_cancel_scope", default=()
-)
-
-
-@contextlib.contextmanager
-def cancel_scope(cancel: threading.Event | None) -> Iterator[None]:
-    """Make ``cancel`` cancel every request sent inside the block, ``cancel=`` given or not.
-
-    For calls whose signature has no ``cancel`` argument (``provider.context_length(model)``,
-    ``model_capabilities``, ``count_tokens``)::
-
-        with cancel_scope(cancel):
-            limit = provider.context_length(model)
-
-    Every :class:`Transport` request sent in the block (retries and the waits between them
-    included) watches ``cancel`` in addition to its own ``cancel=``: setting either one
-    interrupts it, exactly as its own event would, with ``Cancelled``. Nested blocks add up:
-    the events of all enclosing blocks are watched, and leaving a block restores the ones
-    before it. ``None`` adds nothing. The events are taken when the request is sent and kept
-    for its whole life, so a stream opened inside the block stays cancellable by ``cancel``
-    after the block is left.
-
-    The scope is a :mod:`contextvars` variable: it follows the current thread (and context),
-    not other threads. Do not ``yield`` inside the block: a generator suspended there would
-    leave the scope active in its caller's code. Open it around the calls, not around yields.
-
-    Args:
-        cancel: The event to watch, or ``None`` for no change.
-    """
-    if cancel is None:
-        yield
-        return
-    outer = _AMBIENT_CANCEL.get()
-    token = _AMBIENT_CANCEL.set(outer if cancel in outer else (*outer, cancel))
-    try:
-        yield
-    finally:
-        _AMBIENT_CANCEL.reset(token)
-
 
 class _AnyEvent:
     """Set as soon as one of several events is set (a request's own and the ambient ones).
@@ -258,7 +217,7 @@ _CancelFlag = threading.Event | _AnyEvent
 
 def _effective_cancel(cancel: threading.Event | None) -> _CancelFlag | None:
     """``cancel`` combined with the events of the enclosing :func:`cancel_scope` blocks."""
-    ambient = _AMBIENT_CANCEL.get()
+    ambient = ambient_cancel_events()
     if not ambient:
         return cancel
     events = ambient if cancel is None or cancel in ambient else (cancel, *ambient)

@@ -238,3 +238,36 @@ def test_near_the_window_warns_once_and_still_answers(ollama_replay: Start) -> N
     assert [w.code for w in warnings] == ["TOKEN_LIMIT_WARNING"]
     assert isinstance(events[-1], ChatFinishEvent) and events[-1].reason == "complete"
     assert len(server.chat_bodies) == 1
+
+
+def _silent(client: Any, req: Any) -> None:
+    """Read the request, then say nothing until the server shuts down."""
+    req.stop.wait(30)
+
+
+def test_cancel_reaches_the_setup_requests_before_the_first_turn() -> None:
+    """API.md §6: cancel stops everything, also the requests made before the chat request.
+
+    The runtime asks ``/api/show`` for the window (token guard) and, with tools in auto mode,
+    for the model's capabilities; those provider methods take no ``cancel``. Against a server
+    that never answers them, setting the event still ends the chat at once.
+    """
+    import ollama_support as oll
+
+    baseline = threading.active_count()
+    for tools in ([], [add]):
+        with oll.serve({("POST", "/api/show"): _silent}) as server:
+            provider = LocalProvider(base_url=server.url, timeout=30)
+            chat = ChatClient(provider, tools=tools, model="llama3.2")
+            cancel = threading.Event()
+            timer = threading.Timer(0.2, cancel.set)
+            timer.start()
+            t0 = time.monotonic()
+            events = list(chat.chat("hi", cancel=cancel))
+            elapsed = time.monotonic() - t0
+            timer.join()
+            provider.close()
+            assert events == [ChatFinishEvent("cancelled")]
+            assert elapsed < 5.0, f"cancel took {elapsed:.1f} s (the idle timeout is 30 s)"
+            assert not any(seen.path == "/api/chat" for seen in server.seen)
+        assert wait_for_threads(baseline) <= baseline  # the server's threads ended with it
