@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import random
+import re
 import socket
 import sys
 import threading
@@ -137,6 +138,11 @@ class RetryPolicy:
         return min(self.max_backoff, base * random.uniform(0.75, 1.25))
 
 
+#: ``http:/host``, ``http//host``, ``htp:/host``: a scheme with its ``://`` mistyped. Without this
+#: check the scheme-less rule would read ``http//host`` as a host named ``http``.
+_MISTYPED_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*(?::/|//)")
+
+
 def normalize_base_url(url: str, *, strip_suffix: str | tuple[str, ...] | None = None) -> str:
     """Validate an ``http(s)://host[:port][/path]`` URL; drop trailing ``/`` and ``strip_suffix``.
 
@@ -149,17 +155,20 @@ def normalize_base_url(url: str, *, strip_suffix: str | tuple[str, ...] | None =
         ConfigError: ``CONFIG_INVALID`` for a URL that is not http(s) or has no host.
     """
     text = url.strip()
+    shown = _without_credentials(url)
+    if "://" not in text and _MISTYPED_SCHEME.match(text):
+        raise ConfigError(f"invalid base URL {shown!r}: the scheme is mistyped (expected http://)")
     if text.startswith(":"):
         text = "127.0.0.1" + text
     if "://" not in text:
         text = "http://" + text
     parts = urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"invalid base URL {url!r}: expected http(s)://host[:port]")
+        raise ConfigError(f"invalid base URL {shown!r}: expected http(s)://host[:port]")
     try:
         parts.port  # noqa: B018 - validates the port number
     except ValueError as exc:
-        raise ConfigError(f"invalid base URL {url!r}: bad port") from exc
+        raise ConfigError(f"invalid base URL {shown!r}: bad port") from exc
     text = text.rstrip("/")
     suffixes = (strip_suffix,) if isinstance(strip_suffix, str) else strip_suffix or ()
     for suffix in suffixes:
@@ -167,6 +176,11 @@ def normalize_base_url(url: str, *, strip_suffix: str | tuple[str, ...] | None =
             text = text[: -len(suffix)].rstrip("/")
             break
     return text
+
+
+def _without_credentials(url: str) -> str:
+    """``url`` for a message: any ``user:password@`` replaced by ``***@``."""
+    return re.sub(r"[^/@]+@", "***@", url)
 
 
 def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:

@@ -208,11 +208,32 @@ def test_normalize_base_url(given_url: str, expected: str) -> None:
     assert normalize_base_url(given_url, strip_suffix="/v1") == expected
 
 
-@pytest.mark.parametrize("bad", ["ftp://h", "http://", "http://h:99999", "://x"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "ftp://h",
+        "http://",
+        "http://h:99999",
+        "://x",
+        "http:/localhost:11434",
+        "http//localhost:11434",
+        "htp:/bad",
+        "HTTPS:/h",
+    ],
+)
 def test_bad_base_url_is_config_error(bad: str) -> None:
-    """Malformed URLs are CONFIG_INVALID."""
+    """Malformed URLs are CONFIG_INVALID; a mistyped ``://`` is not read as a host ``http``."""
     with pytest.raises(ConfigError):
         normalize_base_url(bad)
+
+
+@pytest.mark.parametrize(
+    "bad", ["http:/user:canary-pw@h", "ftp://user:canary-pw@h", "http://user:canary-pw@h:99999"]
+)
+def test_bad_base_url_error_hides_the_password(bad: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        normalize_base_url(bad)
+    assert "canary-pw" not in str(caught.value) and "***@" in str(caught.value)
 
 
 def test_timeouts_of() -> None:
