@@ -1,23 +1,31 @@
 """Pure mapping between the library's types and Gemini's REST format (``v1beta``).
 
-No I/O here: :func:`request_body` builds ``generateContent`` bodies, :class:`ChatStreamState`
-turns each streamed ``GenerateContentResponse`` into provider events, :func:`clean_schema`
-drops the JSON Schema keywords Gemini's ``parameters`` reject.
+No I/O here: :func:`request_body` builds ``generateContent`` bodies, :class:`StreamDecoder`
+cuts the streamed body into JSON texts, :class:`ChatStreamState` turns each streamed
+``GenerateContentResponse`` into provider events, :func:`clean_schema` drops the JSON Schema
+keywords Gemini's ``parameters`` reject.
 
 Wire facts (``../shared/PROTOCOLS.md`` §6): camelCase fields; roles ``user``/``model``; the
 system prompt is ``systemInstruction``; function calls arrive whole (``args`` is an object) and
 ``finishReason`` is ``STOP`` even after calls; ``usageMetadata`` is cumulative on every chunk;
 the stream has no ``[DONE]``; tool results go back as ``functionResponse`` parts whose
-``response`` must be an object.
+``response`` must be an object. Errors can arrive inside the 200 stream, as a ``data:`` event
+or as bare JSON lines without ``data:`` (Google's SDK reads both).
+
+Tool-call ids: a ``functionCall`` without an ``id`` gets a generated one, ``call_<n>``
+(:func:`is_generated_id`); generated ids stay on this side and are never sent to Google.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import ConfigError
+from ..streams import DEFAULT_MAX_LINE, SSEDecoder
 from ..types import (
     ErrorEvent,
     ErrorInfo,
@@ -35,15 +43,24 @@ from ..types import (
     ToolCallEvent,
     Usage,
 )
+from ._openai_wire import merge_body
 from .base import usage_from
 
 __all__ = [
+    "GENERATED_ID_PREFIX",
     "ChatStreamState",
+    "StreamDecoder",
     "clean_schema",
     "contents_from_messages",
+    "generated_ids",
+    "is_generated_id",
+    "mid_stream_error",
     "model_info_from_gemini",
     "request_body",
 ]
+
+GENERATED_ID_PREFIX = "call_"
+"""Prefix of the ids made up for function calls Gemini sent without one (``call_<n>``)."""
 
 _FINISH: dict[str, FinishReason] = {
     "STOP": "stop",
@@ -109,6 +126,15 @@ def clean_schema(schema: Any) -> Any:
     return out
 
 
+def is_generated_id(call_id: str | None) -> bool:
+    """True for an id this side made up (``call_…``): it is never sent to Google as ``id``.
+
+    Ids from other backends with the same prefix (OpenAI's ``call_…``) are held back too, as
+    Google did not issue them either.
+    """
+    return call_id is not None and call_id.startswith(GENERATED_ID_PREFIX)
+
+
 def _response_object(text: str) -> dict[str, Any]:
     """A tool message's content as the object ``functionResponse.response`` must be."""
     try:
@@ -137,7 +163,7 @@ def contents_from_messages(
                     "response": _response_object(message.text),
                 }
             }
-            if message.tool_call_id and not message.tool_call_id.startswith("call_"):
+            if message.tool_call_id and not is_generated_id(message.tool_call_id):
                 part["functionResponse"]["id"] = message.tool_call_id
             previous = contents[-1] if contents else None
             if previous is not None and previous.get("_tool"):
@@ -154,7 +180,7 @@ def contents_from_messages(
                 parts.append({"inlineData": {"mimeType": item.mime_type, "data": item.data}})
         for call in message.tool_calls:
             fc: dict[str, Any] = {"name": call.name, "args": call.args}
-            if call.id and not call.id.startswith("call_"):
+            if call.id and not is_generated_id(call.id):
                 fc["id"] = call.id
             call_part: dict[str, Any] = {"functionCall": fc}
             signature = signatures.get(call.id)
@@ -175,6 +201,10 @@ def request_body(
     request: ProviderRequest, signatures: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The JSON body of ``generateContent`` / ``streamGenerateContent`` for ``request``.
+
+    ``options.extra_body`` is merged last: nested objects key by key (so
+    ``{"generationConfig": {"thinkingConfig": …}}`` keeps the sampling options), anything
+    else replaces.
 
     Raises:
         ConfigError: ``CONFIG_INVALID`` when ``tool_choice`` forces a tool that is not offered.
@@ -231,18 +261,223 @@ def request_body(
             generation["responseSchema"] = clean_schema(fmt)
     if generation:
         body["generationConfig"] = generation
-    if opts.extra_body:
-        body.update(opts.extra_body)
-    return body
+    return merge_body(body, opts.extra_body) if opts.extra_body else body
+
+
+_EOL = re.compile(rb"\r\n?|\n")
+# A line starting (after blanks) with "{" or "[": JSON written without "data:".
+_RAW_START = re.compile(rb"[\r\n][ \t]*[\[{]")
+_RAW_HEAD = re.compile(rb"[ \t]*[\[{]")
+_SSE_FIELDS = (b"data:", b"event:", b"id:", b"retry:", b":")
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_MAX_RAW = 1 << 20  # a bare JSON object longer than this is dropped
+
+
+class StreamDecoder:
+    """Gemini's stream: SSE ``data:`` events, and JSON written as bare lines.
+
+    Google's SDK reads every ``data:`` line as one payload and any other line as raw JSON,
+    joined over lines until its braces balance, because errors can arrive mid-stream
+    without the ``data:`` prefix (PROTOCOLS.md §6.3). Here the whole body goes through
+    :class:`~ollm_lite.streams.SSEDecoder` unchanged (a bare line is an unknown field to it,
+    so it is ignored there); a line starting with ``{`` or ``[`` also starts a bare object,
+    which takes the following lines until its brackets (outside strings) close, and is read
+    then if it is JSON, else dropped. Blank lines are skipped; a ``data:``, ``event:``,
+    ``id:``, ``retry:`` or comment line drops an object still open (and counts for SSE).
+
+    ``feed`` returns the JSON texts, SSE ``data`` and bare objects alike, in stream order.
+    Sans-IO, like the decoders of :mod:`ollm_lite.streams`; a chunk without a line
+    starting with ``{``/``[`` costs one regex search more than the SSE decoder alone.
+
+    Args:
+        max_line: Longest line, and longest event data, accepted (bytes).
+    """
+
+    __slots__ = ("_depth", "_lines", "_size", "_sse", "_tail")
+
+    def __init__(self, *, max_line: int = DEFAULT_MAX_LINE) -> None:
+        self._sse = SSEDecoder(max_line=max_line)
+        # The unterminated last line when it may start or continue a bare object (b"": the
+        # next chunk starts a line); None while inside a line that cannot.
+        self._tail: bytes | None = b""
+        self._lines: list[bytes] = []  # the bare object so far
+        self._size = 0
+        self._depth = 0
+
+    def feed(self, chunk: bytes) -> list[str]:
+        """The JSON texts this chunk completed, in order (often empty).
+
+        Raises:
+            BadResponse: ``LLM_BAD_RESPONSE`` when a line passes ``max_line`` bytes.
+        """
+        tail = self._tail
+        if (
+            not tail
+            and not self._lines
+            and _RAW_START.search(chunk) is None
+            and (tail is None or not _RAW_HEAD.match(chunk))
+        ):
+            # Fast path: no bare object pending and none starting in this chunk.
+            cut = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+            if cut >= 0:
+                rest = chunk[cut + 1 :]
+                self._tail = None if rest.strip(b" \t") else rest
+            elif tail is not None and chunk.strip(b" \t"):
+                self._tail = None
+            return [e.data for e in self._sse.feed(chunk)]
+        found = self._scan(chunk)
+        if not found:
+            return [e.data for e in self._sse.feed(chunk)]
+        out: list[str] = []
+        start = 0
+        for end, text in found:  # SSE events before each object come first
+            out += [e.data for e in self._sse.feed(chunk[start:end])]
+            out.append(text)
+            start = end
+        out += [e.data for e in self._sse.feed(chunk[start:])]
+        return out
+
+    def flush(self) -> list[str]:
+        """End of the body: a bare object still open is read as it stands (as the SDK does).
+
+        Raises:
+            BadResponse: ``LLM_BAD_RESPONSE`` left over from the last :meth:`feed`.
+        """
+        out = [e.data for e in self._sse.flush()]
+        if self._tail:
+            text = self._line(self._tail)
+            if text is not None:
+                out.append(text)
+        self._tail = b""
+        if self._lines:
+            text = self._text()
+            if text is not None:
+                out.append(text)
+        return out
+
+    def _scan(self, chunk: bytes) -> list[tuple[int, str]]:
+        """``(offset in chunk after the line that completed it, text)`` per bare object."""
+        tail = self._tail
+        if tail is None:  # the chunk first finishes a line that cannot be bare JSON
+            first = _EOL.search(chunk)
+            if first is None:
+                return []
+            data, base, pos = chunk, 0, first.end()
+        else:
+            data, base, pos = tail + chunk, len(tail), 0
+        found: list[tuple[int, str]] = []
+        search = _EOL.search
+        while (eol := search(data, pos)) is not None:
+            text = self._line(data[pos : eol.start()])
+            if text is not None:
+                found.append((eol.end() - base, text))
+            pos = eol.end()
+        rest = data[pos:]
+        if len(rest) > _MAX_RAW:
+            self._reset()
+            self._tail = None
+        elif self._lines or not rest.strip(b" \t") or _RAW_HEAD.match(rest):
+            self._tail = rest
+        else:
+            self._tail = None
+        return found
+
+    def _line(self, line: bytes) -> str | None:
+        """Take one complete line; the object's text when this line completed one."""
+        stripped = line.strip()
+        if not stripped:
+            return None
+        if not self._lines:
+            if stripped[:1] not in (b"{", b"["):
+                return None
+        elif line.startswith(_SSE_FIELDS):  # SSE resumed: the bare object was never whole
+            self._reset()
+            return None
+        self._lines.append(stripped)
+        self._size += len(stripped)
+        if self._size > _MAX_RAW:
+            self._reset()
+            return None
+        bare = _JSON_STRING.sub(b"", stripped)  # brackets inside strings do not count
+        self._depth += bare.count(b"{") + bare.count(b"[") - bare.count(b"}") - bare.count(b"]")
+        if self._depth > 0:
+            return None
+        return self._text()
+
+    def _text(self) -> str | None:
+        """The pending object's text, taken; ``None`` when it is not JSON (then dropped)."""
+        raw = b"\n".join(self._lines)
+        self._reset()
+        try:
+            json.loads(raw)
+        except (ValueError, RecursionError):
+            return None
+        return raw.decode("utf-8", "replace")
+
+    def _reset(self) -> None:
+        self._lines.clear()
+        self._size = 0
+        self._depth = 0
+
+
+def generated_ids() -> Callable[[], str]:
+    """A fresh ``call_0``, ``call_1``, … sequence (one per stream when no provider shares one)."""
+    counter = itertools.count()
+    return lambda: f"{GENERATED_ID_PREFIX}{next(counter)}"
+
+
+ErrorMapper = Callable[[Any], ErrorInfo]
+"""Maps Google's ``error`` object (sent inside a 200 stream) to the ``ErrorInfo`` to report."""
+
+
+def mid_stream_error(error: Any) -> ErrorInfo:
+    """``LLM_BAD_RESPONSE`` with Google's message: the mapping when no :data:`ErrorMapper`
+    is given (the provider passes one that maps like an HTTP error answer)."""
+    message = error.get("message") if isinstance(error, dict) else str(error)
+    details: dict[str, Any] = {}
+    if isinstance(error, dict):
+        # Google's code is the HTTP status the error would have had; its status
+        # string ("INTERNAL") goes beside it, as for errors before the stream.
+        if isinstance(error.get("code"), int) and not isinstance(error["code"], bool):
+            details["status"] = error["code"]
+        if isinstance(error.get("status"), str):
+            details["server_status"] = error["status"]
+    return ErrorInfo(
+        f"Gemini reported an error mid-stream: {message}", "LLM_BAD_RESPONSE", details or None
+    )
 
 
 class ChatStreamState:
-    """Per-stream state: each SSE event is a whole ``GenerateContentResponse``."""
+    """Per-stream state: each SSE event is a whole ``GenerateContentResponse``.
 
-    __slots__ = ("_calls", "_finish", "_loads", "error", "signatures", "skipped", "usage")
+    Args:
+        new_id: Makes the id of a ``functionCall`` sent without one. A provider passes one
+            sequence for all its streams, so ids stay unique across turns (its
+            ``thoughtSignature`` store is keyed by id). Default: ``call_0``, ``call_1``, …
+        map_error: Maps an ``error`` object inside the stream (default:
+            :func:`mid_stream_error`).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = (
+        "_calls",
+        "_finish",
+        "_loads",
+        "_map_error",
+        "_new_id",
+        "error",
+        "signatures",
+        "skipped",
+        "usage",
+    )
+
+    def __init__(
+        self,
+        new_id: Callable[[], str] | None = None,
+        map_error: ErrorMapper | None = None,
+    ) -> None:
         self._calls = 0
+        self._new_id = new_id or generated_ids()
+        self._map_error = map_error or mid_stream_error
         self._finish: str | None = None
         self._loads = json.loads
         self.usage: Usage | None = None
@@ -273,22 +508,7 @@ class ChatStreamState:
         """Events for one decoded response object."""
         error = chunk.get("error")
         if error is not None:
-            message = error.get("message") if isinstance(error, dict) else str(error)
-            details: dict[str, Any] = {}
-            if isinstance(error, dict):
-                # Google's code is the HTTP status the error would have had; its status
-                # string ("INTERNAL") goes beside it, as for errors before the stream.
-                if isinstance(error.get("code"), int) and not isinstance(error["code"], bool):
-                    details["status"] = error["code"]
-                if isinstance(error.get("status"), str):
-                    details["server_status"] = error["status"]
-            self.error = ErrorEvent(
-                ErrorInfo(
-                    f"Gemini reported an error mid-stream: {message}",
-                    "LLM_BAD_RESPONSE",
-                    details or None,
-                )
-            )
+            self.error = ErrorEvent(self._map_error(error))
             return []
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict):
@@ -324,7 +544,7 @@ class ChatStreamState:
         return out
 
     def _call(self, call: dict[str, Any], signature: Any) -> ToolCall:
-        call_id = call.get("id") or f"call_{self._calls}"
+        call_id = call.get("id") or self._new_id()
         self._calls += 1
         args = call.get("args")
         tool_call = ToolCall.from_arguments(

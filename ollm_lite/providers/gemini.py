@@ -4,16 +4,22 @@ Streams ``models/{model}:streamGenerateContent?alt=sse``; the key goes in the
 ``x-goog-api-key`` header only (never the URL, so it cannot reach a log or an error). Function
 calls become the common :class:`~ollm_lite.types.ToolCall`; their ``thoughtSignature`` is kept
 per provider instance and sent back with the call in the next request, as Gemini 3 requires.
+A call without an ``id`` gets ``call_<n>`` from one counter per provider instance, so ids (and
+the signatures keyed by them) never collide across turns, even with chats sharing a provider.
 
 Invariants:
 
 * ``chat_stream`` ends with exactly one ``FinishEvent`` or ``ErrorEvent``; text already
   yielded stays valid; a set ``cancel`` ends it with ``FinishEvent("cancelled")``.
 * A turn with function calls finishes with reason ``tool`` (Gemini says ``STOP``).
+* An error Google reports inside a 200 stream (as an SSE event or as bare JSON lines) maps
+  exactly as the same body answered before the stream would (:func:`error_for_status`).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import os
 import threading
@@ -23,8 +29,15 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from ..errors import AuthenticationError, BadResponse, Cancelled, ConfigError, OllmError
-from ..streams import SSEDecoder
+from .._http_errors import error_for_status
+from ..errors import (
+    AuthenticationError,
+    BadResponse,
+    Cancelled,
+    ConfigError,
+    HTTPStatusError,
+    OllmError,
+)
 from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
@@ -38,7 +51,14 @@ from ..types import (
     ProviderEvent,
     ProviderRequest,
 )
-from ._gemini_wire import ChatStreamState, model_info_from_gemini, request_body
+from ._gemini_wire import (
+    GENERATED_ID_PREFIX,
+    ChatStreamState,
+    StreamDecoder,
+    mid_stream_error,
+    model_info_from_gemini,
+    request_body,
+)
 from .base import BaseProvider, collect_result
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
@@ -114,6 +134,7 @@ class GeminiProvider(BaseProvider):
         self._lock = threading.Lock()
         self._signatures: dict[str, str] = {}
         self._context: dict[str, int | None] = {}
+        self._call_ids = itertools.count()  # shared by every stream: ids unique per provider
 
     def __repr__(self) -> str:
         return f"GeminiProvider(name={self.name!r}, base_url={self.base_url!r})"
@@ -140,6 +161,47 @@ class GeminiProvider(BaseProvider):
             signatures = dict(self._signatures)
         return request_body(request, signatures)
 
+    def _new_call_id(self) -> str:
+        """The next ``call_<n>`` of this provider (thread-safe)."""
+        with self._lock:
+            n = next(self._call_ids)
+        return f"{GENERATED_ID_PREFIX}{n}"
+
+    def _state(self, path: str, model: str) -> ChatStreamState:
+        """Per-answer state whose in-stream errors map like HTTP error answers to ``path``."""
+
+        def map_error(error: Any) -> ErrorInfo:
+            return self._stream_error(error, path, model)
+
+        return ChatStreamState(self._new_call_id, map_error)
+
+    def _stream_error(self, error: Any, path: str, model: str) -> ErrorInfo:
+        """Google's ``error`` object sent inside a 200 answer, mapped as if it had come as
+        the HTTP error answer ``error.code`` (the one mapping, :func:`error_for_status`).
+
+        Without a usable ``code``, the Google status names still decide (``RESOURCE_EXHAUSTED``
+        …); anything else is ``LLM_BAD_RESPONSE`` with Google's message.
+        """
+        if not isinstance(error, dict | str):
+            return mid_stream_error(error)
+        code = error.get("code") if isinstance(error, dict) else None
+        status = code if isinstance(code, int) and 400 <= code <= 599 else None
+        transport = self._transport
+        exc = error_for_status(
+            status or 200,
+            json.dumps({"error": error}).encode(),
+            {"content-type": "application/json"},
+            provider=self.name,
+            url=transport.redact(transport.url(path)),
+            model=model,
+            not_found="model",
+            redact=transport.redact,
+            model_hint=transport.model_hint,
+        )
+        if status is None and type(exc) is HTTPStatusError:
+            return mid_stream_error(error)
+        return exc.to_info()
+
     def _remember(self, state: ChatStreamState) -> None:
         if not state.signatures:
             return
@@ -154,8 +216,9 @@ class GeminiProvider(BaseProvider):
         Yields ``TextEvent``/``ThinkingEvent``/``ToolCallEvent`` as they arrive, then exactly
         one ``FinishEvent`` (``stop``, ``length``, ``tool``, ``content_filter``,
         ``cancelled``) or ``ErrorEvent`` (``LLM_AUTH_FAILED``, ``LLM_RATE_LIMITED``,
-        ``MODEL_NOT_FOUND``, ``LLM_BAD_RESPONSE`` for a blocked prompt, an error mid-stream
-        or a stream cut before its ``finishReason`` …).
+        ``MODEL_NOT_FOUND``, ``LLM_BAD_RESPONSE`` for a blocked prompt or a stream cut
+        before its ``finishReason`` …). Google's error object inside the stream (a ``data:``
+        event or bare JSON lines) gets the code it would have had as the HTTP answer.
         """
         try:
             self._require_key()
@@ -163,13 +226,14 @@ class GeminiProvider(BaseProvider):
         except OllmError as exc:
             yield ErrorEvent(exc.to_info())
             return
-        state = ChatStreamState()
+        path = f"{_model_path(request.model)}:streamGenerateContent"
+        state = self._state(path, request.model)
         handle = state.handle
         redact = self._transport.redact.event
         try:
             with self._transport.open_stream(
                 "POST",
-                f"{_model_path(request.model)}:streamGenerateContent",
+                path,
                 params={"alt": "sse"},
                 json_body=body,
                 cancel=request.cancel,
@@ -177,8 +241,8 @@ class GeminiProvider(BaseProvider):
                 model=request.model,
                 not_found="model",
             ) as resp:
-                for event in resp.iter_decoded(SSEDecoder()):
-                    out = handle(event.data)
+                for data in resp.iter_decoded(StreamDecoder()):
+                    out = handle(data)
                     if out:
                         yield from out
                     if state.done:
@@ -202,9 +266,10 @@ class GeminiProvider(BaseProvider):
             OllmError: the transport's other errors.
         """
         self._require_key()
+        path = f"{_model_path(request.model)}:generateContent"
         answer = self._transport.request_json(
             "POST",
-            f"{_model_path(request.model)}:generateContent",
+            path,
             json_body=self._body(request),
             cancel=request.cancel,
             timeout=request.timeout,
@@ -213,7 +278,7 @@ class GeminiProvider(BaseProvider):
         )
         if not isinstance(answer, dict):
             raise BadResponse("Gemini answered something that is not an object", provider=self.name)
-        state = ChatStreamState()
+        state = self._state(path, request.model)
         events = state.handle_object(answer)
         self._remember(state)
         events.append(self._transport.redact.event(state.end()))

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import responses
 from hypothesis import given, strategies as st
-from transport_support import Request, serve, stream_script
+from transport_support import Request, respond, serve, stream_script
 
 from ollm_lite.errors import AuthenticationError, ModelNotFound, RateLimited
-from ollm_lite.providers._gemini_wire import clean_schema, contents_from_messages
+from ollm_lite.providers._gemini_wire import clean_schema, contents_from_messages, request_body
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.types import (
     ErrorEvent,
@@ -147,7 +147,9 @@ def test_error_mid_stream_keeps_text_one_terminal() -> None:
     assert isinstance(events[-1], ErrorEvent) and "overloaded" in events[-1].error.message
     assert sum(e.type in ("finish", "error") for e in events) == 1
     # details["status"] is the HTTP number everywhere; Google's own word sits beside it
-    assert events[-1].error.details == {"status": 503, "server_status": "UNAVAILABLE"}
+    details = events[-1].error.details or {}
+    assert events[-1].error.code == "LLM_HTTP_ERROR"
+    assert details["status"] == 503 and details["server_status"] == "UNAVAILABLE"
 
 
 def test_stream_cut_without_finish_reason() -> None:
@@ -433,3 +435,305 @@ def test_property_message_mapping_round_trip(turns: list[tuple[str, str]]) -> No
 def test_property_clean_schema_removes_rejected_keywords(schema: dict[str, Any]) -> None:
     cleaned = json.dumps(clean_schema(schema))
     assert "additionalProperties" not in cleaned and '"null"' not in cleaned
+
+
+# --------------------------------------------------------------------------- audit fixes
+
+# Google's captured error bodies (../shared/fixtures/gemini_error_429.json and
+# gemini_error.json), inline so the suite does not depend on files outside the checkout.
+ERROR_429: dict[str, Any] = {
+    "error": {
+        "code": 429,
+        "message": "You exceeded your current quota, please check your plan and billing details. "
+        "For more information on this error, head to: "
+        "https://ai.google.dev/gemini-api/docs/rate-limits.",
+        "status": "RESOURCE_EXHAUSTED",
+        "details": [
+            {
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [
+                    {
+                        "quotaMetric": "generativelanguage.googleapis.com/"
+                        "generate_content_free_tier_requests",
+                        "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                        "quotaDimensions": {"location": "global", "model": "gemini-2.0-flash"},
+                        "quotaValue": "15",
+                    }
+                ],
+            },
+            {
+                "@type": "type.googleapis.com/google.rpc.Help",
+                "links": [
+                    {
+                        "description": "Learn more about Gemini API quotas",
+                        "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+                    }
+                ],
+            },
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "47s"},
+        ],
+    }
+}
+ERROR_KEY_INVALID: dict[str, Any] = {
+    "error": {
+        "code": 400,
+        "message": "API key not valid. Please pass a valid API key.",
+        "status": "INVALID_ARGUMENT",
+        "details": [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "API_KEY_INVALID",
+                "domain": "googleapis.com",
+                "metadata": {"service": "generativelanguage.googleapis.com"},
+            },
+            {
+                "@type": "type.googleapis.com/google.rpc.LocalizedMessage",
+                "locale": "en-US",
+                "message": "API key not valid. Please pass a valid API key.",
+            },
+        ],
+    }
+}
+
+
+def test_extra_body_deep_merges_into_generation_config() -> None:
+    """``extra_body`` merges nested objects key by key (as the other providers do): adding
+    ``thinkingConfig`` keeps temperature, maxOutputTokens, stopSequences, responseSchema."""
+    options = GenerationOptions(
+        temperature=0.3,
+        max_tokens=64,
+        stop=["END"],
+        extra_body={
+            "generationConfig": {"thinkingConfig": {"includeThoughts": True}, "topK": 3},
+            "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "OFF"}],
+        },
+    )
+    body = request_body(req(options=options, response_format={"type": "object"}))
+    assert body["generationConfig"] == {
+        "temperature": 0.3,
+        "maxOutputTokens": 64,
+        "stopSequences": ["END"],
+        "responseMimeType": "application/json",
+        "responseSchema": {"type": "object"},
+        "thinkingConfig": {"includeThoughts": True},
+        "topK": 3,
+    }
+    assert body["safetySettings"][0]["threshold"] == "OFF"
+    assert body["contents"] == [{"role": "user", "parts": [{"text": "Hi"}]}]
+    # a non-object value still replaces; the options object itself is not modified
+    body = request_body(req(options=GenerationOptions(extra_body={"contents": []})))
+    assert body["contents"] == []
+    assert options.extra_body["generationConfig"] == {
+        "thinkingConfig": {"includeThoughts": True},
+        "topK": 3,
+    }
+
+
+def _google(code: int, status: str, message: str, **extra: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": status, **extra}}
+
+
+MID_STREAM_ERRORS = [
+    pytest.param(
+        ERROR_429,
+        "LLM_RATE_LIMITED",
+        id="429-fixture",
+    ),
+    pytest.param(
+        ERROR_KEY_INVALID,
+        "LLM_AUTH_FAILED",
+        id="400-API_KEY_INVALID",
+    ),
+    pytest.param(_google(401, "UNAUTHENTICATED", "no creds"), "LLM_AUTH_FAILED", id="401"),
+    pytest.param(_google(403, "PERMISSION_DENIED", "denied"), "LLM_AUTH_FAILED", id="403"),
+    pytest.param(_google(404, "NOT_FOUND", "models/x is not found"), "MODEL_NOT_FOUND", id="404"),
+    pytest.param(_google(500, "INTERNAL", "backend died"), "LLM_HTTP_ERROR", id="500"),
+    pytest.param(_google(504, "DEADLINE_EXCEEDED", "too slow"), "LLM_TIMEOUT", id="504"),
+]
+
+
+def _both_ways(body: dict[str, Any]) -> tuple[list[Any], ErrorEvent]:
+    """``body`` inside a 200 stream after some text, then as the HTTP error answer before
+    any stream (same server, so the same URL in the messages): both event lists."""
+    stream = stream_script(sse(text_chunk("par"), body, text_chunk("never", "STOP")), then="hang")
+    answers = [stream, lambda c, r: respond(c, body["error"]["code"], json.dumps(body).encode())]
+    with serve({STREAM: lambda client, request: answers.pop(0)(client, request)}) as server:
+        provider = GeminiProvider(api_key=KEY, base_url=server.url, retries=0)
+        events = list(provider.chat_stream(req()))
+        [before] = list(provider.chat_stream(req()))
+        provider.close()
+    assert isinstance(before, ErrorEvent)
+    return events, before
+
+
+@pytest.mark.parametrize(("body", "code"), MID_STREAM_ERRORS)
+def test_error_mid_stream_maps_like_the_same_body_before_the_stream(
+    body: dict[str, Any], code: str
+) -> None:
+    """API.md §7 / issue 5 item 4 hold inside a 200 stream too: one ErrorEvent after the text,
+    with the code, message and details the same body gets as an HTTP error answer."""
+    events, before = _both_ways(body)
+    assert events[0] == TextEvent("par")
+    assert sum(e.type in ("finish", "error") for e in events) == 1
+    last = events[-1]
+    assert isinstance(last, ErrorEvent) and last.error.code == code == before.error.code
+    assert body["error"]["message"][:20] in last.error.message
+    assert last.error.message == before.error.message
+    # "attempts" is the retry loop's count, which only requests before the stream have
+    assert last.error.details == {
+        k: v for k, v in (before.error.details or {}).items() if k != "attempts"
+    }
+    if code == "LLM_RATE_LIMITED":
+        assert (last.error.details or {})["retry_after"] == 47.0
+
+
+@pytest.mark.parametrize("form", ["line", "pretty", "array", "cut-crlf"])
+def test_raw_json_error_without_data_prefix_keeps_google_message(form: str) -> None:
+    """PROTOCOLS.md §6.3: Google's SDK reads non-``data:`` lines as JSON, balanced over lines.
+    An error sent that way mid-stream is mapped like any other, never "no finishReason"."""
+    body = ERROR_429
+    if form == "line":
+        raw = [json.dumps(body).encode() + b"\r\n"]
+    elif form == "pretty":
+        raw = [json.dumps(body, indent=2).replace("\n", "\r\n").encode() + b"\r\n"]
+    elif form == "array":
+        raw = [json.dumps([body], indent=2).encode() + b"\n"]
+    else:  # one line cut across HTTP chunks, CR and LF apart
+        text = json.dumps(body).encode()
+        raw = [b": ping\r\n", b"  ", text[:30], text[30:] + b"\r", b"\n"]
+    events, _ = run(sse(text_chunk("par")) + raw, then="hang")
+    assert events[0] == TextEvent("par")
+    assert len(events) == 2
+    last = events[-1]
+    assert isinstance(last, ErrorEvent) and last.error.code == "LLM_RATE_LIMITED"
+    assert "You exceeded your current quota" in last.error.message
+    assert (last.error.details or {})["retry_after"] == 47.0
+
+
+def test_raw_json_response_objects_are_read_too() -> None:
+    """A whole response written without ``data:`` (the SDK reads it) is content, in order
+    with the SSE events around it; comment lines and unknown fields stay ignored."""
+    lines = [
+        b": keep-alive\r\n",
+        b"data: " + json.dumps(text_chunk("a")).encode() + b"\r\n\r\n",
+        json.dumps(text_chunk("b")).encode() + b"\r\n",
+        b"event: message\r\nfoo: {bar}\r\n",
+        b"data: " + json.dumps(text_chunk("c", "STOP")).encode() + b"\r\n\r\n",
+    ]
+    events, _ = run([b"".join(lines)])
+    assert events == [TextEvent("a"), TextEvent("b"), TextEvent("c"), events[-1]]
+    assert isinstance(events[-1], FinishEvent) and events[-1].reason == "stop"
+
+
+def test_mid_stream_error_echoing_the_key_is_redacted() -> None:
+    body = _google(429, "RESOURCE_EXHAUSTED", f"quota for key {KEY}", details=[{"key": KEY}])
+    bare = json.dumps(body).encode()
+    for chunks in (sse(text_chunk("a"), body), [*sse(text_chunk("a")), bare]):
+        events, _ = run([*chunks, b"\r\n"])
+        assert events[-1].type == "error" and events[-1].error.code == "LLM_RATE_LIMITED"
+        assert KEY not in repr(events)
+
+
+def _signed_call(signature: str, city: str) -> dict[str, Any]:
+    part = {"functionCall": {"name": "w", "args": {"city": city}}, "thoughtSignature": signature}
+    return {"candidates": [{"content": {"parts": [part]}, "finishReason": "STOP"}]}
+
+
+@responses.activate
+def test_signatures_stay_with_their_calls_over_several_tool_turns() -> None:
+    """Two tool turns, each with one signed call without an id: the ids differ, and the
+    third request sends each signature with its own call (generated ids never as ``id``)."""
+    done = {"candidates": [{"content": {"parts": [{"text": "done"}]}, "finishReason": "STOP"}]}
+    url = f"{URL}/v1beta/models/m:generateContent"
+    for answer in (_signed_call("SIG_A", "Oslo"), _signed_call("SIG_B", "Rome"), done):
+        responses.post(url, json=answer)
+    provider = GeminiProvider(api_key=KEY, base_url=URL)
+    history = [Message.user("x")]
+    for _ in range(2):
+        [call] = provider.chat(ProviderRequest("m", history)).tool_calls
+        history += [Message.assistant("", [call]), Message.tool(ToolResult(ok=True), call)]
+    assert provider.chat(ProviderRequest("m", history)).content == "done"
+    body = json.loads(responses.calls[2].request.body)
+    calls = [p for c in body["contents"] for p in c["parts"] if "functionCall" in p]
+    assert [(p["functionCall"]["args"]["city"], p["thoughtSignature"]) for p in calls] == [
+        ("Oslo", "SIG_A"),
+        ("Rome", "SIG_B"),
+    ]
+    assert all("id" not in p["functionCall"] for p in calls)
+    answers = [p for c in body["contents"] for p in c["parts"] if "functionResponse" in p]
+    assert len(answers) == 2 and all("id" not in p["functionResponse"] for p in answers)
+    ids = [m.tool_calls[0].id for m in history if m.tool_calls]
+    assert len(set(ids)) == 2 and all(i.startswith("call_") for i in ids)
+
+
+def test_streamed_and_whole_answers_share_the_id_sequence() -> None:
+    chunk = {
+        "candidates": [
+            {
+                "content": {"parts": [{"functionCall": {"name": "f", "args": {}}}] * 2},
+                "finishReason": "STOP",
+            }
+        ]
+    }
+    with serve({STREAM: stream_script(sse(chunk))}) as server:
+        provider = GeminiProvider(api_key=KEY, base_url=server.url, retries=0)
+        ids = [
+            e.value.id
+            for _ in range(3)
+            for e in provider.chat_stream(req())
+            if isinstance(e, ToolCallEvent)
+        ]
+        provider.close()
+    assert ids == [f"call_{n}" for n in range(6)]
+
+
+@responses.activate
+def test_generated_ids_are_unique_across_threads_sharing_a_provider() -> None:
+    parts = [{"functionCall": {"name": "f", "args": {"n": n}}} for n in range(5)]
+    answer = {"candidates": [{"content": {"parts": parts}, "finishReason": "STOP"}]}
+    responses.post(f"{URL}/v1beta/models/m:generateContent", json=answer)
+    provider = GeminiProvider(api_key=KEY, base_url=URL)
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        for _ in range(10):
+            result = provider.chat(ProviderRequest("m", [Message.user("x")]))
+            got = [c.id for c in result.tool_calls]
+            with lock:
+                ids.extend(got)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(ids) == 300 and len(set(ids)) == 300
+
+
+@responses.activate
+def test_health_ok_when_the_models_endpoint_answers() -> None:
+    """``health()`` is one ``GET /v1beta/models?pageSize=1`` with the key in its header."""
+    call = responses.get(
+        f"{URL}/v1beta/models",
+        json={"models": [{"name": "models/gemini-2.5-flash"}], "nextPageToken": "x"},
+        match=[responses.matchers.query_param_matcher({"pageSize": "1"})],
+    )
+    provider = GeminiProvider(api_key=KEY, base_url=URL + "/v1beta")
+    health = provider.health()
+    assert health.ok and health.error is None
+    assert health.provider == "gemini" and health.base_url == URL
+    assert health.latency_ms is not None and health.latency_ms >= 0
+    assert health.checked_at.tzinfo is not None
+    assert call.call_count == 1
+    sent = call.calls[0].request
+    assert sent.headers["x-goog-api-key"] == KEY and KEY not in sent.url
+
+
+@responses.activate
+def test_health_reports_a_rejected_key_without_raising() -> None:
+    body = ERROR_KEY_INVALID
+    responses.get(f"{URL}/v1beta/models", json=body, status=400)
+    health = GeminiProvider(api_key=KEY, base_url=URL, retries=0).health()
+    assert not health.ok and health.error is not None
+    assert health.error.code == "LLM_AUTH_FAILED" and KEY not in repr(health)

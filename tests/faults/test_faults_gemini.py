@@ -264,27 +264,104 @@ def test_cut_before_finish_reason(then: str, no_leaks: Callable[..., None]) -> N
     no_leaks()
 
 
-def test_error_object_mid_stream(no_leaks: Callable[..., None]) -> None:
-    """An error event after text: text kept, one LLM_BAD_RESPONSE with Google's message."""
-    parts = [event(text_chunk("par")), event(google_error(500, "INTERNAL", "backend died"))]
+@pytest.mark.parametrize(
+    ("code", "body", "cls"),
+    GOOGLE_STATUSES,
+    ids=["key-invalid", "403", "404", "429", "500", "503", "400"],
+)
+def test_error_object_mid_stream(
+    code: int, body: dict[str, Any], cls: type, no_leaks: Callable[..., None]
+) -> None:
+    """An error event after text: text kept, one error mapped as the same body answered
+    before the stream (429 keeps retryDelay), with Google's message; nothing read after."""
+    parts = [event(text_chunk("par")), event(body), event(text_chunk("more", "STOP"))]
     with serve({PATH: chunks(parts, then="hang", content_type=SSE_TYPE)}) as s:
         p = provider(s.url)
         out = run_stream(p, req())
         p.close()
-    assert out.text == "par" and out.code == BadResponse.code
-    assert "backend died" in out.last.error.message and out.elapsed < 1.5
+    assert out.text == "par" and out.code == cls.code  # type: ignore[attr-defined]
+    assert [e.type for e in out.events].count("error") == 1
+    assert body["error"]["message"] in out.last.error.message and out.elapsed < 1.5
+    if cls is RateLimited:
+        assert out.last.error.details["retry_after"] == 47.0
     no_leaks()
 
 
-def test_raw_json_error_without_data_prefix(no_leaks: Callable[..., None]) -> None:
-    """An error payload mid-stream without ``data:`` (PROTOCOLS.md §6.3): one error, text
-    kept, never a normal finish."""
-    raw = json.dumps(google_error(500, "INTERNAL", "raw failure")).encode() + b"\r\n\r\n"
+@pytest.mark.parametrize(
+    ("body", "cls"),
+    [
+        (google_error(500, "INTERNAL", "raw failure"), HTTPStatusError),
+        (
+            google_error(
+                429,
+                "RESOURCE_EXHAUSTED",
+                "raw quota",
+                details=[
+                    {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "47s"}
+                ],
+            ),
+            RateLimited,
+        ),
+        (google_error(403, "PERMISSION_DENIED", "raw denied"), AuthenticationError),
+    ],
+    ids=["500", "429", "403"],
+)
+def test_raw_json_error_without_data_prefix(
+    body: dict[str, Any], cls: type, no_leaks: Callable[..., None]
+) -> None:
+    """An error payload mid-stream without ``data:`` (PROTOCOLS.md §6.3): one error carrying
+    Google's message and the mapped code, text kept, never a normal finish."""
+    raw = json.dumps(body).encode() + b"\r\n\r\n"
     with serve({PATH: chunks([event(text_chunk("par")), raw], content_type=SSE_TYPE)}) as s:
         p = provider(s.url)
         out = run_stream(p, req())
         p.close()
     assert out.text == "par" and out.last.type == "error"
+    assert out.code == cls.code  # type: ignore[attr-defined]
+    assert body["error"]["message"] in out.last.error.message
+    assert "finishReason" not in out.last.error.message
+    if cls is RateLimited:
+        assert out.last.error.details["retry_after"] == 47.0
+    no_leaks()
+
+
+@pytest.mark.parametrize(
+    ("error", "cls"),
+    [
+        ({"message": "odd failure"}, BadResponse),
+        ("odd failure", BadResponse),
+        ({"message": "odd failure", "status": "RESOURCE_EXHAUSTED"}, RateLimited),
+        ({"message": "odd failure", "status": "UNAUTHENTICATED"}, AuthenticationError),
+    ],
+    ids=["no-code", "string", "status-only-429", "status-only-401"],
+)
+def test_error_object_without_a_code(error: Any, cls: type, no_leaks: Callable[..., None]) -> None:
+    """No HTTP code to map by: Google's status name still decides; otherwise the stream is
+    LLM_BAD_RESPONSE, with the server's message."""
+    parts = [event(text_chunk("par")), event({"error": error})]
+    with serve({PATH: chunks(parts, then="hang", content_type=SSE_TYPE)}) as s:
+        p = provider(s.url)
+        out = run_stream(p, req())
+        p.close()
+    assert out.text == "par" and out.code == cls.code  # type: ignore[attr-defined]
+    assert "odd failure" in out.last.error.message
+    no_leaks()
+
+
+def test_raw_pretty_printed_error_split_across_reads(no_leaks: Callable[..., None]) -> None:
+    """The array form, pretty-printed over CRLF lines and cut into small TCP segments: read
+    whole (the SDK balances braces over lines), mapped, the text before it kept."""
+    body = google_error(503, "UNAVAILABLE", "The model is overloaded.")
+    raw = json.dumps([body], indent=2).replace("\n", "\r\n").encode() + b"\r\n"
+    pieces = [event(text_chunk("par"))] + [raw[i : i + 7] for i in range(0, len(raw), 7)]
+    script = segments(pieces, framing="close", content_type=SSE_TYPE, gap=0.001)
+    with serve({PATH: script}) as s:
+        p = provider(s.url)
+        out = run_stream(p, req())
+        p.close()
+    assert out.text == "par" and out.code == HTTPStatusError.code
+    assert "The model is overloaded." in out.last.error.message
+    assert out.last.error.details["status"] == 503
     no_leaks()
 
 
