@@ -43,8 +43,7 @@ from ..types import (
     ToolCallEvent,
     Usage,
 )
-from ._openai_wire import merge_body
-from .base import usage_from
+from .base import merge_body, usage_from
 
 __all__ = [
     "GENERATED_ID_PREFIX",

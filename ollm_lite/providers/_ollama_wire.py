@@ -47,6 +47,7 @@ from ..types import (
     ToolSchema,
     Usage,
 )
+from .base import merge_body
 
 __all__ = [
     "DEFAULT_PORT",
@@ -325,18 +326,6 @@ def options_to_ollama(options: GenerationOptions, num_ctx: int | None = None) ->
     return out
 
 
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """``extra`` over ``base``: nested objects merge key by key, anything else replaces."""
-    out = dict(base)
-    for key, value in extra.items():
-        old = out.get(key)
-        if isinstance(old, dict) and isinstance(value, dict):
-            out[key] = _merge(old, value)
-        else:
-            out[key] = value
-    return out
-
-
 def chat_body(
     request: ProviderRequest, *, stream: bool = True, num_ctx: int | None = None
 ) -> dict[str, Any]:
@@ -372,7 +361,7 @@ def chat_body(
     if fmt is not None:
         body["format"] = fmt
     extra = request.options.extra_body
-    return _merge(body, extra) if extra else body
+    return merge_body(body, extra) if extra else body
 
 
 # --------------------------------------------------------------------------- responses

@@ -51,6 +51,7 @@ from ..types import (
     Usage,
 )
 from .backends import Backend
+from .base import merge_body
 
 __all__ = [
     "ChatStreamState",
@@ -181,18 +182,6 @@ def tools_to_openai(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
             function["description"] = tool.description
         function["parameters"] = tool.parameters or {"type": "object", "properties": {}}
         out.append({"type": "function", "function": function})
-    return out
-
-
-def merge_body(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    """``extra`` merged over ``base``: nested objects merge key by key, anything else replaces."""
-    out = dict(base)
-    for key, value in extra.items():
-        old = out.get(key)
-        if isinstance(old, dict) and isinstance(value, dict):
-            out[key] = merge_body(old, value)
-        else:
-            out[key] = value
     return out
 
 

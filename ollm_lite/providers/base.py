@@ -36,6 +36,7 @@ from ..types import (
 )
 
 __all__ = [
+    "merge_body",
     "BaseProvider",
     "ProviderAdapter",
     "approx_token_count",
@@ -249,3 +250,18 @@ def usage_from(prompt: Any, completion: Any, total: Any = None, **extra: Any) ->
     if t is None and p is not None and c is not None:
         t = p + c
     return Usage(p, c, t, {k: v for k, v in extra.items() if v is not None})
+
+
+def merge_body(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` merged over ``base``: nested objects merge key by key, anything else replaces.
+
+    How every provider applies ``GenerationOptions.extra_body`` to its request body.
+    """
+    out = dict(base)
+    for key, value in extra.items():
+        old = out.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            out[key] = merge_body(old, value)
+        else:
+            out[key] = value
+    return out
