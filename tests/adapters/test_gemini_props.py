@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, strategies as st
+from wire_strategies import arg_objects, json_values, names
 
 from ollm_lite.errors import ConfigError
 from ollm_lite.providers._gemini_wire import (
@@ -44,15 +45,6 @@ from ollm_lite.types import (
     ToolSchema,
 )
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=12),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-arg_objects = st.dictionaries(st.text(min_size=1, max_size=8), json_values, max_size=4)
-names = st.from_regex(r"[a-z_][a-z0-9_]{0,15}", fullmatch=True)
 texts = st.text(max_size=20)
 # Ids Google issued (kept and sent back) and ids made up on this side (never sent).
 call_ids = st.from_regex(r"[a-z0-9]{4,10}", fullmatch=True) | st.builds(

@@ -18,6 +18,7 @@ import json
 from typing import Any
 
 from hypothesis import given, settings, strategies as st
+from wire_strategies import arg_objects, json_values, names
 
 from ollm_lite.providers import _openai_wire as wire
 from ollm_lite.streams import SSEDecoder
@@ -33,16 +34,6 @@ from ollm_lite.types import (
     ToolCallEvent,
     ToolSchema,
 )
-
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.text(max_size=12),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
-arg_objects = st.dictionaries(st.text(min_size=1, max_size=8), json_values, max_size=4)
-names = st.from_regex(r"[a-z_][a-z0-9_]{0,15}", fullmatch=True)
 
 
 def cuts(text: str, points: list[int]) -> list[str]:
