@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from transport_support import open_fds, wait_for_threads
+from transport_support import _read_request as read_request, open_fds, wait_for_threads
 
 from ollm_lite.errors import Cancelled, RequestTimeout
 from ollm_lite.transport import RetryPolicy, Timeouts, Transport
@@ -84,24 +84,8 @@ class SilentAfter:
 
 
 def _read_request(conn: socket.socket) -> bool:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return False
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(rest) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return False
-        rest += chunk
-    return True
+    """Read one whole request; ``False`` when the client closed the connection."""
+    return read_request(conn) is not None
 
 
 @pytest.fixture(scope="module")
