@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ._http_errors import _Redactor
 from .errors import ConfigError
 
 __all__ = [
@@ -787,15 +788,13 @@ def _type_issue(path: str, expected: str, value: Any) -> ConfigIssue:
 
 # --------------------------------------------------------------------------- secrets
 
-#: Shorter "keys" are not masked inside other text (they would garble ordinary words).
-_MIN_SECRET = 6
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
 def _secret_strings(value: Any) -> list[str]:
     """Every string inside an ``api_key`` value (a mistyped table may hide the key)."""
     if isinstance(value, str):
-        return [value] if len(value) >= _MIN_SECRET else []
+        return [value]
     if isinstance(value, dict):
         return [s for v in value.values() for s in _secret_strings(v)]
     if isinstance(value, list):
@@ -812,11 +811,11 @@ def config_secrets(config: Config) -> list[str]:
 
 
 def mask_secrets(text: str, secrets: list[str]) -> str:
-    """``text`` with each of ``secrets`` and any URL user-info (``user:pass@``) as ``***``."""
-    text = _USERINFO.sub("***@", text)
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    """``text`` with each of ``secrets`` and any URL user-info (``user:pass@``) as ``***``.
+
+    Masked by the library's one redactor (the transport's), with its minimum secret length.
+    """
+    return _Redactor(secrets)(_USERINFO.sub("***@", text))
 
 
 # --------------------------------------------------------------------------- display

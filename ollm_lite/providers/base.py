@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -240,8 +240,13 @@ class BaseProvider:
         return self.capabilities
 
 
-def usage_from(prompt: Any, completion: Any, total: Any = None, **extra: Any) -> Usage:
-    """A :class:`Usage` from loosely typed wire numbers (absent or non-int become ``None``)."""
+def usage_from(
+    prompt: Any, completion: Any, total: Any = None, extra: Mapping[str, Any] | None = None
+) -> Usage:
+    """A :class:`Usage` from loosely typed wire numbers (absent or non-int become ``None``).
+
+    ``extra`` is a mapping, not keyword arguments: vendors add usage keys of any name.
+    """
 
     def num(v: Any) -> int | None:
         return v if isinstance(v, int) and not isinstance(v, bool) else None
@@ -249,7 +254,7 @@ def usage_from(prompt: Any, completion: Any, total: Any = None, **extra: Any) ->
     p, c, t = num(prompt), num(completion), num(total)
     if t is None and p is not None and c is not None:
         t = p + c
-    return Usage(p, c, t, {k: v for k, v in extra.items() if v is not None})
+    return Usage(p, c, t, {k: v for k, v in (extra or {}).items() if v is not None})
 
 
 def merge_body(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

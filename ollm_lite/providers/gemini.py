@@ -173,7 +173,7 @@ class GeminiProvider(BaseProvider):
         def map_error(error: Any) -> ErrorInfo:
             return self._stream_error(error, path, model)
 
-        return ChatStreamState(self._new_call_id, map_error)
+        return ChatStreamState(self._new_call_id, map_error, self._transport.redact)
 
     def _stream_error(self, error: Any, path: str, model: str) -> ErrorInfo:
         """Google's ``error`` object sent inside a 200 answer, mapped as if it had come as

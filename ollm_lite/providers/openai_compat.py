@@ -259,7 +259,12 @@ class OpenAICompatibleProvider(BaseProvider):
             len(body.get("messages") or ()),
             len(body.get("tools") or ()),
         )
-        state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+        state = ChatStreamState(
+            provider=self.name,
+            model=request.model,
+            url=self.base_url,
+            redact=self._transport.redact,
+        )
         handle = state.handle
         try:
             with self._transport.open_stream(
@@ -319,7 +324,12 @@ class OpenAICompatibleProvider(BaseProvider):
             raw = resp.read_body()
         info: dict[str, Any] = {"provider": self.name, "model": request.model}
         if raw.lstrip().startswith(b"data:"):  # streamed although stream=false was asked
-            state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+            state = ChatStreamState(
+                provider=self.name,
+                model=request.model,
+                url=self.base_url,
+                redact=self._transport.redact,
+            )
             events: list[ProviderEvent] = []
             decoder = SSEDecoder()
             for event in [*decoder.feed(raw), *decoder.flush()]:
@@ -337,7 +347,7 @@ class OpenAICompatibleProvider(BaseProvider):
                 f"{self.name} at {self.base_url} sent a chat answer that is not JSON", **info
             ) from exc
         try:
-            return result_from_answer(answer)
+            return result_from_answer(answer, redact=self._transport.redact)
         except BadResponse as exc:
             redact = self._transport.redact
             raise BadResponse(
