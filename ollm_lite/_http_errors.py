@@ -114,6 +114,25 @@ class _Redactor:
         return value
 
 
+def _unsendable(value: str) -> str | None:
+    """Why ``value`` cannot go into an HTTP header value, or ``None`` when it can.
+
+    ``requests`` refuses a line break or a leading blank, and ``http.client`` a character
+    outside Latin-1 (RFC 9110 §5.5: field values are visible ASCII, blanks inside, and
+    obs-text); a key with a blank around it is a copy-and-paste accident.
+    """
+    if value != value.strip():
+        return "a leading or trailing blank or line break"
+    if any(ch < " " or ch == "\x7f" for ch in value):
+        return "a control character"
+    if not value.isascii():
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            return "a character outside Latin-1"
+    return None
+
+
 # --------------------------------------------------------------------------- error mapping
 
 

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ._http_errors import _Redactor
+from ._http_errors import _Redactor, _unsendable
 from .errors import ConfigError
 
 __all__ = [
@@ -410,14 +410,22 @@ def _add_section(layer: _Layer, name: str, section: Any, origin: str) -> None:
             layer.issues.append(_unknown_key(f"{where}.{key}", key, _SECTION_KEYS))
             continue
         if explicit or key not in target:
-            target[key] = value
+            target[key] = _stripped_key(value) if key == "api_key" else value
             layer.origins[f"providers.{canonical}.{key}"] = origin
+
+
+def _stripped_key(value: Any) -> Any:
+    """An API key without surrounding whitespace: a key file read into a variable or pasted
+    into the TOML file keeps its trailing newline, which no HTTP header can carry."""
+    return value.strip() if isinstance(value, str) else value
 
 
 def _env_layer(env: Mapping[str, str]) -> _Layer:
     layer = _Layer("env")
     for var, path in ENV_VARS.items():
         value = env.get(var)
+        if value and path.endswith(".api_key"):
+            value = _stripped_key(value)
         if not value:
             continue
         origin = f"env {var}"
@@ -623,6 +631,12 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
         issues.append(
             ConfigIssue(f"{where}.api_key", f"must be a string, got {_type_name(api_key)}")
         )
+    elif api_key:
+        why = _unsendable(api_key)
+        if why:
+            issues.append(
+                ConfigIssue(f"{where}.api_key", f"holds {why}: it cannot be sent in a header")
+            )
     backend: Any = section.backend
     if backend is not None:
         if not isinstance(backend, str):

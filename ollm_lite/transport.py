@@ -53,7 +53,7 @@ from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
 from . import __version__
 from ._cancel_scope import ambient_cancel_events, cancel_scope
-from ._http_errors import _Redactor, error_for_status, parse_retry_after
+from ._http_errors import _Redactor, _unsendable, error_for_status, parse_retry_after
 from .errors import (
     BadResponse,
     Cancelled,
@@ -694,6 +694,28 @@ def _read1_iter(raw: Any) -> Iterator[bytes]:
 # --------------------------------------------------------------------------- transport
 
 
+def _check_sendable(provider: str, keys: Sequence[str], headers: Mapping[str, str]) -> None:
+    """Refuse, before any request, API keys and header values that cannot be sent.
+
+    Raised outside any ``except`` block and without the value, so the key is in no
+    exception of the chain, no message and no log record.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID``.
+    """
+    for key in keys:
+        why = _unsendable(key) if isinstance(key, str) else "a value that is not text"
+        if why:
+            raise ConfigError(
+                f"the API key for {provider} holds {why}, which cannot be sent in an HTTP "
+                "header: check the variable or file it came from (a trailing newline?)"
+            )
+    for name, value in headers.items():
+        why = _unsendable(value) if isinstance(value, str) else "a value that is not text"
+        if why:
+            raise ConfigError(f"the {name} header for {provider} holds {why}, which cannot be sent")
+
+
 def _basic_token(user: str, password: str) -> str:
     return base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
 
@@ -707,7 +729,8 @@ class Transport:
             ``headers`` has an ``Authorization``) and kept out of ``base_url`` and messages.
         provider: Provider name used in messages and error details.
         headers: Headers sent with every request (auth included).
-        secrets: Values that must never appear in messages (API keys).
+        secrets: Values that must never appear in messages (API keys). Each must be sendable
+            in a header (no surrounding blank or line break, no control character, Latin-1).
         timeouts: Default limits; per request, ``timeout=`` sets the total deadline.
         retry: Retry policy for failures before the first byte.
         start_hint: What to tell the user when the server cannot be reached.
@@ -726,6 +749,7 @@ class Transport:
         start_hint: str = "",
         model_hint: str = "",
     ) -> None:
+        _check_sendable(provider, secrets, headers or {})
         self.base_url, credentials = split_userinfo(base_url)
         self.provider = provider
         self.timeouts = timeouts or Timeouts()
@@ -802,6 +826,7 @@ class Transport:
             retry: Whether to apply the retry policy.
 
         Raises:
+            ConfigError: ``CONFIG_INVALID`` for a header value that cannot be sent.
             Cancelled: ``CANCELLED``.
             ConnectionFailed: ``CONNECTION_FAILED``.
             RequestTimeout: ``LLM_TIMEOUT``.
@@ -817,6 +842,7 @@ class Transport:
         url = self.url(path)
         body = None
         req_headers = dict(headers or {})
+        _check_sendable(self.provider, (), req_headers)
         if json_body is not None:
             body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
             req_headers.setdefault("Content-Type", "application/json")
@@ -977,6 +1003,7 @@ class Transport:
         if deadline is not None:
             read_timeout = max(0.001, min(read_timeout, deadline - time.monotonic()))
         _current.scope = scope
+        unchained: Exception | None = None
         try:
             response = self.session.request(
                 method,
@@ -993,9 +1020,14 @@ class Transport:
                 watcher.join()
             if not isinstance(exc, Exception):
                 raise
-            raise self._send_error(exc, scope, cancel, deadline, timeouts, url, model) from exc
+            error = self._send_error(exc, scope, cancel, deadline, timeouts, url, model)
+            if not isinstance(exc, requests.exceptions.InvalidHeader):
+                raise error from exc
+            unchained = error  # the refused header (a key) stays out of the chain
         finally:
             _current.scope = None
+        if unchained is not None:
+            raise unchained
         elapsed = (time.perf_counter() - started) * 1000
         logger.debug("%s %s -> %d in %.1f ms", method, url, response.status_code, elapsed)
         stream = StreamResponse(self, response, scope, watcher, cancel, deadline, timeouts, model)
@@ -1062,6 +1094,8 @@ class Transport:
                 model=model,
                 details={"idle_timeout": timeouts.idle},
             )
+        if isinstance(exc, requests.exceptions.InvalidHeader):
+            return ConfigError(f"a header for {self.provider} cannot be sent (a key or value)")
         if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
             return ConfigError(f"invalid URL for {self.provider}: {self.redact(str(exc))}")
         if isinstance(exc, requests.exceptions.TooManyRedirects):

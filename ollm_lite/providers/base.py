@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -41,6 +42,7 @@ __all__ = [
     "ProviderAdapter",
     "approx_token_count",
     "collect_result",
+    "env_api_key",
     "request_chars",
 ]
 
@@ -255,6 +257,17 @@ def usage_from(
     if t is None and p is not None and c is not None:
         t = p + c
     return Usage(p, c, t, {k: v for k, v in (extra or {}).items() if v is not None})
+
+
+def env_api_key(*names: str) -> str | None:
+    """The first API key set among the environment variables ``names``, surrounding
+    whitespace stripped (a key read from a file keeps its trailing newline); ``None`` when
+    none is set."""
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
 
 
 def merge_body(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

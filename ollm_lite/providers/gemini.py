@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -59,7 +58,7 @@ from ._gemini_wire import (
     model_info_from_gemini,
     request_body,
 )
-from .base import BaseProvider, collect_result
+from .base import BaseProvider, collect_result, env_api_key
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
 
@@ -118,7 +117,7 @@ class GeminiProvider(BaseProvider):
     ) -> None:
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        key = api_key or env_api_key("GEMINI_API_KEY", "GOOGLE_API_KEY")
         url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=(_API, "/v1"))
         self._has_key = bool(key)
         self._transport = Transport(
