@@ -37,6 +37,7 @@ import socket
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -86,6 +87,13 @@ _MAX_ERROR_BODY = 64 * 1024
 #: Largest non-streamed answer accepted.
 _MAX_BODY = 256 * 1024 * 1024
 _SENSITIVE_HEADERS = ("x-api-key", "api-key", "x-goog-api-key")
+#: Most bytes one step of decompression may produce: a small compressed chunk can inflate to
+#: hundreds of MB (a "zip bomb"), so the body is inflated piece by piece, each piece going
+#: to the line decoder (and its line limit) before the next is made.
+_INFLATE_STEP = 64 * 1024
+#: The only codings asked for (and decoded here, bounded): not brotli or zstd, whatever
+#: optional packages urllib3 finds installed.
+_ACCEPT_ENCODING = "gzip, deflate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,18 +592,18 @@ class StreamResponse:
         cancel = self._cancel
         try:
             if raw.chunked and raw.supports_chunked_reads():
-                source: Iterator[bytes] = raw.read_chunked(None, decode_content=True)
+                source: Iterator[bytes] = raw.read_chunked(None, decode_content=False)
                 self._source = source
             else:
                 source = _read1_iter(raw)
-            for chunk in source:
+            for chunk in self._decoded(source):
                 if chunk:
                     if cancel is not None and cancel.is_set():
                         raise self._read_error(EOFError())
                     yield chunk
         except OllmError:
             raise
-        except urllib3.exceptions.DecodeError as exc:
+        except (urllib3.exceptions.DecodeError, zlib.error) as exc:
             if self._scope.reason is not None or self._cancelled():
                 raise self._read_error(exc) from exc
             encoding = self.headers.get("content-encoding", "")
@@ -620,6 +628,28 @@ class StreamResponse:
         if self._scope.reason is not None or self._cancelled():
             raise self._read_error(EOFError())
         self._response._content_consumed = True  # type: ignore[attr-defined]
+
+    def _decoded(self, source: Iterator[bytes]) -> Iterator[bytes]:
+        """``source`` with its ``Content-Encoding`` undone, in bounded pieces."""
+        coding = self.headers.get("content-encoding", "").strip().lower()
+        if coding in ("", "identity"):
+            # Not ``yield from``: leaving early must not close urllib3's chunk reader, which
+            # close() may still drain to keep the connection.
+            for chunk in source:
+                yield chunk
+            return
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            raise BadResponse(
+                f"{self._transport.provider} at {self._transport.base_url} sent a body in a "
+                f"coding that was not asked for (Content-Encoding: {coding})",
+                provider=self._transport.provider,
+                model=self._model,
+                details={"content_encoding": coding},
+            )
+        inflater = _Inflater("deflate" if coding == "deflate" else "gzip")
+        for chunk in source:
+            yield from inflater.feed(chunk)
+        yield inflater.flush()
 
     def iter_decoded(self, decoder: Any) -> Iterator[Any]:
         """Items produced by a sans-IO ``decoder`` (``feed``/``flush``) from the body.
@@ -666,6 +696,51 @@ class StreamResponse:
         return b"".join(parts)
 
 
+class _Inflater:
+    """Decodes one ``Content-Encoding`` incrementally, at most ``_INFLATE_STEP`` bytes a piece.
+
+    urllib3 inflates a whole received chunk at once; reading the raw body and inflating it
+    here with a bounded ``max_length`` keeps memory bounded by the consumer's own limits.
+    """
+
+    __slots__ = ("_coding", "_obj", "_started")
+
+    def __init__(self, coding: str) -> None:
+        self._coding = coding
+        self._started = False
+        self._obj = self._new()
+
+    def _new(self) -> Any:
+        if self._coding == "deflate":  # zlib-wrapped per RFC 9110; raw deflate is tried too
+            return zlib.decompressobj()
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The decoded pieces of ``data``.
+
+        Raises:
+            zlib.error: the body is not in the announced coding.
+        """
+        while data:
+            try:
+                out = self._obj.decompress(data, _INFLATE_STEP)
+            except zlib.error:
+                if self._coding != "deflate" or self._started:
+                    raise
+                self._obj = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate (old servers)
+                out = self._obj.decompress(data, _INFLATE_STEP)
+            self._started = True
+            if out:
+                yield out
+            data = self._obj.unconsumed_tail
+            if not data and self._obj.eof and self._obj.unused_data:
+                data = self._obj.unused_data  # the next gzip member
+                self._obj = self._new()
+
+    def flush(self) -> bytes:
+        return bytes(self._obj.flush())
+
+
 def _past(deadline: float | None) -> bool:
     """Whether the total deadline has (all but) passed.
 
@@ -676,6 +751,7 @@ def _past(deadline: float | None) -> bool:
 
 
 def _read1_iter(raw: Any) -> Iterator[bytes]:
+    """The raw (still encoded) body as it arrives."""
     read1 = getattr(raw, "read1", None)
     if read1 is None:  # urllib3 < 2: read the http.client response directly
         read1 = raw._fp.read1
@@ -685,7 +761,7 @@ def _read1_iter(raw: Any) -> Iterator[bytes]:
                 return
             yield data
     while True:
-        data = read1(65536, decode_content=True)
+        data = read1(65536, decode_content=False)
         if not data:
             return
         yield data
@@ -778,6 +854,7 @@ class Transport:
                     adapter = _Adapter()
                     session.mount("http://", adapter)
                     session.mount("https://", adapter)
+                    session.headers["Accept-Encoding"] = _ACCEPT_ENCODING
                     session.headers.update(self._headers)
                     self._session = session
         return self._session
