@@ -43,7 +43,7 @@ from ..types import (
     ToolCallEvent,
     Usage,
 )
-from .base import merge_body, usage_from
+from .base import MAX_TOOL_CALLS, merge_body, usage_from
 
 __all__ = [
     "GENERATED_ID_PREFIX",
@@ -550,6 +550,10 @@ class ChatStreamState:
             text = part.get("text")
             call = part.get("functionCall")
             if isinstance(call, dict):
+                if self._calls >= MAX_TOOL_CALLS:
+                    message = f"Gemini sent more than {MAX_TOOL_CALLS} function calls"
+                    self.error = ErrorEvent(ErrorInfo(message, BadResponse.code))
+                    return out
                 out.append(ToolCallEvent(self._call(call, part.get("thoughtSignature"))))
             elif text and isinstance(text, str):
                 out.append(ThinkingEvent(text) if part.get("thought") else TextEvent(text))

@@ -51,7 +51,7 @@ from ..types import (
     Usage,
 )
 from .backends import Backend
-from .base import merge_body
+from .base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, merge_body
 
 __all__ = [
     "ChatStreamState",
@@ -76,10 +76,7 @@ _FINISH: dict[str, FinishReason] = {
     "content_filter": "content_filter",
 }
 _RESULT_REASON = {"stop": "stop", "length": "length", "tool": "tool_calls"}
-#: Longest tool-call ``arguments`` text assembled from fragments (untrusted: a server can send
-#: fragments forever), and most tool calls in one answer.
-MAX_ARGUMENTS = 4 * 1024 * 1024
-MAX_TOOL_CALLS = 1024
+
 _ID_ALPHABET = string.ascii_letters + string.digits
 _rng = random.SystemRandom()
 _EMPTY: tuple[ProviderEvent, ...] = ()
@@ -345,7 +342,7 @@ class ToolCallAssembler:
         self._by_index: dict[Any, _Slot] = {}
         self._by_id: dict[str, _Slot] = {}
         self.problem: str | None = None
-        """Set when the calls outgrew a limit (:data:`MAX_ARGUMENTS`, :data:`MAX_TOOL_CALLS`)."""
+        """Set when the calls outgrew ``MAX_TOOL_ARGUMENTS`` or ``MAX_TOOL_CALLS``."""
 
     def __bool__(self) -> bool:
         return bool(self._slots)
@@ -390,9 +387,9 @@ class ToolCallAssembler:
         if isinstance(args, str):
             if args:
                 slot.size += len(args)
-                if slot.size > MAX_ARGUMENTS:
+                if slot.size > MAX_TOOL_ARGUMENTS:
                     self.problem = (
-                        f"tool call arguments longer than {MAX_ARGUMENTS} characters "
+                        f"tool call arguments longer than {MAX_TOOL_ARGUMENTS} characters "
                         f"({slot.name or 'unnamed'})"
                     )
                     return

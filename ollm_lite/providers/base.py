@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import Cancelled, UnsupportedOperation, error_from_code
+from ..streams import DEFAULT_MAX_LINE
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -257,6 +258,13 @@ def usage_from(
     if t is None and p is not None and c is not None:
         t = p + c
     return Usage(p, c, t, {k: v for k, v in (extra or {}).items() if v is not None})
+
+
+#: Most tool calls one answer may carry, on every wire (a server can send calls forever).
+MAX_TOOL_CALLS = 1024
+#: Longest tool-call ``arguments`` text, on every wire: the line limit of the stream decoders
+#: (one NDJSON line or SSE event carries a whole Ollama or Gemini call).
+MAX_TOOL_ARGUMENTS = DEFAULT_MAX_LINE
 
 
 def env_api_key(*names: str) -> str | None:

@@ -188,7 +188,12 @@ class LocalProvider(BaseProvider):
             len(body["messages"]),
             len(body.get("tools") or ()),
         )
-        state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+        state = ChatStreamState(
+            provider=self.name,
+            model=request.model,
+            url=self.base_url,
+            redact=self._transport.redact,
+        )
         handle = state.handle
         decoder = NDJSONDecoder()  # skips lines that are not JSON objects, counting them
         try:
@@ -241,7 +246,12 @@ class LocalProvider(BaseProvider):
             not_found="model",
         ) as resp:
             raw = resp.read_body()
-        state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+        state = ChatStreamState(
+            provider=self.name,
+            model=request.model,
+            url=self.base_url,
+            redact=self._transport.redact,
+        )
         events: list[ProviderEvent] = []
         for obj in _answer_objects(raw):
             events += state.handle(obj)

@@ -14,7 +14,7 @@ import responses
 
 from ollm_lite.config import config_secrets, load_config, mask_secrets
 from ollm_lite.errors import BadResponse, OllmError, RateLimited
-from ollm_lite.providers.base import BaseProvider
+from ollm_lite.providers.base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, BaseProvider
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
@@ -303,3 +303,50 @@ def test_one_redactor_masks_the_same_keys_in_config_and_transport(
     by_transport = Transport(URL, provider="p", secrets=[secret]).redact(text)
     by_config = mask_secrets(text, config_secrets(config))
     assert by_transport == by_config == "the key *** was echoed"
+
+
+# --------------------------------------------------------------------------- bounded sizes
+
+
+def test_tool_call_arguments_past_the_line_limit_end_the_stream(
+    rsps: responses.RequestsMock,
+) -> None:
+    megabyte = "x" * (1024 * 1024)
+    fragments = [choice(0, tool_calls=call_fragment("f", '{"a": "'))]
+    fragments += [
+        choice(0, tool_calls=[{"index": 0, "function": {"arguments": megabyte}}])
+        for _ in range(MAX_TOOL_ARGUMENTS // len(megabyte) + 1)
+    ]
+    answer(rsps, sse(*fragments), ctype="text/event-stream")
+    events = stream(openai())
+    ended_by_a_bad_response(events)
+    assert "longer than" in events[-1].error.message
+    assert not any(isinstance(e, ToolCallEvent) for e in events)
+
+
+def many_calls(wire: str) -> bytes:
+    count = MAX_TOOL_CALLS + 1
+    if wire == "openai":
+        calls = [
+            {"index": i, "id": f"c{i}", "function": {"name": "f", "arguments": "{}"}}
+            for i in range(count)
+        ]
+        return sse(choice(0, tool_calls=calls))
+    if wire == "gemini":
+        parts = [{"functionCall": {"name": "f", "args": {}}} for _ in range(count)]
+        return sse({"candidates": [{"content": {"parts": parts}, "index": 0}]}, done=False)
+    calls = [{"function": {"name": "f", "arguments": {}}} for _ in range(count)]
+    line = {"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": calls}}
+    return json.dumps(line).encode() + b"\n"
+
+
+@pytest.mark.parametrize("wire", ["openai", "gemini", "ollama"])
+def test_more_tool_calls_than_the_limit_end_the_stream(
+    rsps: responses.RequestsMock, wire: str
+) -> None:
+    answer(rsps, many_calls(wire), ctype="text/event-stream")
+    provider = {"openai": openai, "gemini": gemini, "ollama": ollama}[wire]()
+    events = stream(provider)
+    ended_by_a_bad_response(events)
+    assert str(MAX_TOOL_CALLS) in events[-1].error.message
+    assert sum(isinstance(e, ToolCallEvent) for e in events) <= MAX_TOOL_CALLS
