@@ -263,3 +263,66 @@ def test_any_json_error_body_maps_by_status(
 ) -> None:
     body = json.dumps(value).encode()
     serve(body, status, "application/json", lambda: check_all(make(), error_body=True))
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+#: Keys of Latin-1 letters (sendable in a header): no six of them in a row can come from
+#: anything but the key, since every message the library writes is ASCII.
+keys = st.text(
+    alphabet="ÀÁÂÃÄÅÆÇÈÉÊËÌÍÎÏÐÑÒÓÔÕÖØÙÚÛÜÝÞßàáâãäåæçèéêëìíîïðñòóôõöøùúûüýþÿ",
+    min_size=8,
+    max_size=48,
+)
+
+
+def echoes(key: str, pad: int, kind: str) -> tuple[int, str, bytes]:
+    """An answer that quotes ``key`` after ``pad`` filler characters."""
+    text = "~" * pad + key + "~" * 20
+    if kind == "json":
+        return 400, "application/json", json.dumps({"error": {"message": text}}).encode()
+    if kind == "text":
+        return 500, "text/plain", text.encode()
+    if kind == "html":
+        return 502, "text/html", f"<html><title>{text}</title></html>".encode()
+    if kind == "openai-stream":
+        chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+        body = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps({'error': text})}\n\n"
+        return 200, "text/event-stream", body.encode()
+    if kind == "ollama-stream":
+        return 200, "application/x-ndjson", (json.dumps({"error": text}) + "\n").encode()
+    error = {"error": {"code": 500, "message": text, "status": "INTERNAL"}}
+    return 200, "text/event-stream", f"data: {json.dumps(error)}\r\n\r\n".encode()
+
+
+def shown(provider: BaseProvider) -> str:
+    """Every text the caller can see of the failure: messages and details."""
+    events = list(provider.chat_stream(request()))
+    texts = [
+        e.error.message + json.dumps(e.error.details, default=str, ensure_ascii=False)
+        for e in events
+        if isinstance(e, ErrorEvent)
+    ]
+    try:
+        provider.chat(request())
+    except OllmError as exc:
+        texts.append(exc.message + json.dumps(exc.details, default=str, ensure_ascii=False))
+    return "\n".join(texts)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    keys,
+    st.integers(0, 1100),
+    st.sampled_from(["json", "text", "html", "openai-stream", "ollama-stream", "gemini-stream"]),
+)
+def test_no_part_of_a_key_survives_any_cut(key: str, pad: int, kind: str) -> None:
+    status, ctype, body = echoes(key, pad, kind)
+    make = {"ollama": LocalProvider, "gemini": GeminiProvider}.get(kind.split("-")[0])
+    factory = make or OpenAICompatibleProvider
+    provider = factory(base_url=URL, retries=0, api_key=key)  # type: ignore[operator]
+    seen: list[str] = []
+    serve(body, status, ctype, lambda: seen.append(shown(provider)))
+    windows = {key[i : i + 6] for i in range(len(key) - 5)}
+    assert not any(w in seen[0] for w in windows), seen[0]
