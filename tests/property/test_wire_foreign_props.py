@@ -326,3 +326,61 @@ def test_no_part_of_a_key_survives_any_cut(key: str, pad: int, kind: str) -> Non
     serve(body, status, ctype, lambda: seen.append(shown(provider)))
     windows = {key[i : i + 6] for i in range(len(key) - 5)}
     assert not any(w in seen[0] for w in windows), seen[0]
+
+
+# --------------------------------------------------------------------------- whole answers
+
+ANSWERS: dict[str, list[Any]] = {
+    "openai": [
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": "Hi",
+                        "refusal": None,
+                        "tool_calls": [
+                            {
+                                "id": "c",
+                                "type": "function",
+                                "function": {"name": "f", "arguments": "{}"},
+                            }
+                        ],
+                    },
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+    ],
+    "ollama": [
+        {
+            "model": "m",
+            "message": {
+                "role": "assistant",
+                "content": "Hi",
+                "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}],
+            },
+            "done": True,
+            "done_reason": "stop",
+            "eval_count": 1,
+        }
+    ],
+    "gemini": GEMINI_CHUNKS[:2],
+}
+MAKERS: dict[str, Callable[[], BaseProvider]] = {
+    "openai": openai,
+    "ollama": ollama,
+    "gemini": gemini,
+}
+
+
+@PROPS
+@given(st.data(), st.sampled_from(sorted(ANSWERS)))
+def test_any_json_as_a_whole_answer_gives_a_result_or_a_library_error(
+    data: st.DataObject, wire: str
+) -> None:
+    value = data.draw(mutated(ANSWERS[wire]) | any_json)
+    body = json.dumps(value).encode()
+    serve(body, 200, "application/json", lambda: check_chat(MAKERS[wire]()))
