@@ -350,3 +350,14 @@ def test_more_tool_calls_than_the_limit_end_the_stream(
     ended_by_a_bad_response(events)
     assert str(MAX_TOOL_CALLS) in events[-1].error.message
     assert sum(isinstance(e, ToolCallEvent) for e in events) <= MAX_TOOL_CALLS
+
+
+def test_only_gemini_candidate_zero_is_followed(rsps: responses.RequestsMock) -> None:
+    other = {"content": {"parts": [{"text": "London"}]}, "index": 1}
+    first = gemini_text("Paris")
+    first["candidates"].append(other)
+    last = gemini_text("!", finishReason="STOP")
+    last["candidates"].insert(0, {**other, "finishReason": "MAX_TOKENS"})
+    answer(rsps, sse(first, last, done=False), ctype="text/event-stream")
+    events = stream(gemini())
+    assert events == [TextEvent("Paris"), TextEvent("!"), FinishEvent("stop", None)]
