@@ -54,6 +54,7 @@ from .backends import Backend
 from .base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, merge_body
 
 __all__ = [
+    "choice_zero",
     "ChatStreamState",
     "ToolCallAssembler",
     "chat_body",
@@ -416,6 +417,26 @@ class ToolCallAssembler:
         return calls, problems
 
 
+def choice_zero(choices: Any) -> tuple[dict[str, Any] | None, tuple[str, Any] | None]:
+    """The choice with ``index`` 0 (the answer asked for), and what was malformed, if anything.
+
+    Other choices are ignored: ``n > 1`` (sent through ``extra_body``) interleaves several
+    answers, and merging them would splice their text and tool calls together. ``choices``
+    must be a list of objects whose ``index`` (0 when absent) is an integer.
+    """
+    if not isinstance(choices, list):
+        return None, ("choices", choices)
+    for choice in choices:
+        if not isinstance(choice, dict):
+            return None, ("choices", choices)
+        index = choice.get("index", 0)
+        if not isinstance(index, int) or isinstance(index, bool):
+            return None, ("choice index", index)
+        if index == 0:
+            return choice, None
+    return None, None
+
+
 class ChatStreamState:
     """Assembles the events of one ``/v1/chat/completions`` stream from its SSE data strings.
 
@@ -516,26 +537,11 @@ class ChatStreamState:
         return self._error(f"the server sent a chunk whose {member} is not valid: {quote}")
 
     def _own_choice(self, choices: Any) -> dict[str, Any] | None:
-        """The choice with ``index`` 0 (the answer asked for); other choices are ignored.
-
-        ``n > 1`` (sent through ``extra_body``) interleaves several answers in one stream:
-        merging them would splice their text and tool calls together. A ``choices`` value
-        that is not a list of objects ends the stream (:attr:`terminal`).
-        """
-        if not isinstance(choices, list):
-            self.terminal = self._shape_error("choices", choices)
-            return None
-        for choice in choices:
-            if not isinstance(choice, dict):
-                self.terminal = self._shape_error("choices", choices)
-                return None
-            index = choice.get("index", 0)
-            if not isinstance(index, int) or isinstance(index, bool):
-                self.terminal = self._shape_error("choice index", index)
-                return None
-            if index == 0:
-                return choice
-        return None
+        """:func:`choice_zero`; a ``choices`` of the wrong shape ends the stream."""
+        choice, bad = choice_zero(choices)
+        if bad is not None:
+            self.terminal = self._shape_error(bad[0], bad[1])
+        return choice
 
     def _delta(self, delta: dict[str, Any]) -> Sequence[ProviderEvent]:
         content = delta.get("content")
@@ -620,8 +626,7 @@ def result_from_answer(answer: Any, *, redact: Callable[[str], str] = _same) -> 
     if err is not None:
         text, facts = _error_text(err, redact)
         raise BadResponse(f"the server reported an error: {text}", details=facts)
-    state = ChatStreamState(redact=redact)
-    choice = state._own_choice(answer.get("choices"))
+    choice, _ = choice_zero(answer.get("choices"))
     message: Any = choice.get("message") if choice is not None else None
     if not isinstance(message, dict):
         raise BadResponse(f"the chat answer has no message: {_quote(answer, redact)}")
