@@ -85,7 +85,7 @@ def test_an_unsendable_key_is_config_invalid_at_once_and_never_shown(
 
 @settings(max_examples=300, deadline=None)
 @given(st.text(min_size=1, max_size=30))
-def test_the_transport_accepts_exactly_the_keys_requests_can_send(key: str) -> None:
+def test_the_transport_accepts_only_keys_requests_can_send(key: str) -> None:
     """A key the transport accepts goes through ``requests``' and ``http.client``'s checks."""
     try:
         Transport(URL, provider="p", headers={"X-API-Key": key}, secrets=[key])
