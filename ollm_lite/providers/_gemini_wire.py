@@ -638,7 +638,10 @@ def _usage(meta: dict[str, Any]) -> Usage:
 def model_info_from_gemini(entry: dict[str, Any]) -> ModelInfo:
     """A ``models`` entry; ``inputTokenLimit`` is the context window."""
     name = str(entry.get("name", "")).removeprefix("models/")
-    methods = entry.get("supportedGenerationMethods") or []
+    raw_methods = entry.get("supportedGenerationMethods")
+    methods = (
+        [m for m in raw_methods if isinstance(m, str)] if isinstance(raw_methods, list) else []
+    )
     if "generateContent" in methods:
         kind: Any = "chat"
     elif "embedContent" in methods or "batchEmbedContents" in methods:
@@ -649,7 +652,7 @@ def model_info_from_gemini(entry: dict[str, Any]) -> ModelInfo:
     return ModelInfo(
         name=name,
         details={k: v for k, v in entry.items() if k != "name"},
-        context_length=limit if isinstance(limit, int) else None,
-        capabilities=list(methods),
+        context_length=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+        capabilities=methods,
         kind=kind,
     )

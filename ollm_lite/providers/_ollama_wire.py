@@ -576,7 +576,7 @@ def ps_context_length(ps: Any, model: str) -> int | None:
     for entry in models:
         if not isinstance(entry, dict):
             continue
-        names = {entry.get("name"), entry.get("model")}
+        names = (entry.get("name"), entry.get("model"))
         if wanted in {_full_name(n) for n in names if isinstance(n, str)}:
             return _int(entry.get("context_length"))
     return None

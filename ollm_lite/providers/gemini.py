@@ -322,10 +322,12 @@ class GeminiProvider(BaseProvider):
             page = self._transport.request_json("GET", f"{_API}/models", params=params)
             if not isinstance(page, dict):
                 raise BadResponse("the models page is not an object", provider=self.name)
-            models += [
-                model_info_from_gemini(m) for m in page.get("models") or () if isinstance(m, dict)
-            ]
-            token = page.get("nextPageToken") or None
+            entries = page.get("models")
+            if not isinstance(entries, list | None):
+                raise BadResponse("the models page has no list of models", provider=self.name)
+            models += [model_info_from_gemini(m) for m in entries or () if isinstance(m, dict)]
+            next_token = page.get("nextPageToken")
+            token = next_token if isinstance(next_token, str) and next_token else None
             if not token:
                 break
         with self._lock:

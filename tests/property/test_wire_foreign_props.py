@@ -384,3 +384,44 @@ def test_any_json_as_a_whole_answer_gives_a_result_or_a_library_error(
     value = data.draw(mutated(ANSWERS[wire]) | any_json)
     body = json.dumps(value).encode()
     serve(body, 200, "application/json", lambda: check_chat(MAKERS[wire]()))
+
+
+LISTINGS: dict[str, list[Any]] = {
+    "openai": [{"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "o"}]}],
+    "ollama": [
+        {"models": [{"name": "m:latest", "size": 1, "details": {"family": "llama"}}]},
+        {"model_info": {"llama.context_length": 8192}, "capabilities": ["completion"]},
+    ],
+    "gemini": [
+        {
+            "models": [
+                {
+                    "name": "models/m",
+                    "inputTokenLimit": 1,
+                    "supportedGenerationMethods": ["generateContent"],
+                }
+            ],
+            "nextPageToken": "",
+        }
+    ],
+}
+
+
+@PROPS
+@given(st.data(), st.sampled_from(sorted(LISTINGS)))
+def test_any_json_as_a_model_answer_gives_models_or_a_library_error(
+    data: st.DataObject, wire: str
+) -> None:
+    value = data.draw(mutated(LISTINGS[wire]) | any_json)
+    body = json.dumps(value).encode()
+
+    def run() -> None:
+        provider = MAKERS[wire]()
+        for call in (provider.list_models, lambda: provider.show_model("m")):
+            with contextlib.suppress(OllmError):
+                call()
+        with contextlib.suppress(OllmError):
+            provider.context_length("m")
+        assert isinstance(provider.health(), HealthStatus)
+
+    serve(body, 200, "application/json", run)
