@@ -4,7 +4,8 @@
 to the exception tree of :mod:`ollm_lite.errors`; it quotes the server's own message (OpenAI,
 Ollama, Google and FastAPI error shapes, HTML pages from proxies), never the whole body.
 :func:`parse_retry_after` reads ``retry-after-ms`` / ``Retry-After``. ``_Redactor`` replaces the
-provider's secrets with ``***`` wherever text from the server reaches an error.
+provider's secrets with ``***`` wherever text from the server reaches an error (the one
+redactor: configuration display uses it too); ``_unsendable`` says why a key cannot be sent.
 """
 
 from __future__ import annotations
@@ -67,25 +68,15 @@ MIN_SECRET = 4
 class _Redactor:
     """Replaces secrets in text with ``***``: the one redactor of the library.
 
-    Mask first, cut afterwards (:meth:`clip`): a secret straddling a cut would otherwise
-    survive but for its last characters.
+    Every quote of a server's text is masked first and cut afterwards: a secret straddling
+    the cut would otherwise survive but for its last characters.
     """
 
     __slots__ = ("_secrets",)
 
     def __init__(self, secrets: Sequence[str]) -> None:
-        self._secrets = tuple(
-            sorted({s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}, key=len)[
-                ::-1
-            ]
-        )
-
-    def __bool__(self) -> bool:
-        return bool(self._secrets)
-
-    def clip(self, text: str, limit: int) -> str:
-        """``text`` masked, then cut to ``limit`` characters."""
-        return self(text)[:limit]
+        kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}
+        self._secrets = tuple(sorted(kept, key=len, reverse=True))  # longest first
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:

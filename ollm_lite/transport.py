@@ -703,11 +703,12 @@ class _Inflater:
     here with a bounded ``max_length`` keeps memory bounded by the consumer's own limits.
     """
 
-    __slots__ = ("_coding", "_obj", "_started")
+    __slots__ = ("_coding", "_members", "_obj", "_started")
 
     def __init__(self, coding: str) -> None:
         self._coding = coding
         self._started = False
+        self._members = 0
         self._obj = self._new()
 
     def _new(self) -> Any:
@@ -725,6 +726,8 @@ class _Inflater:
             try:
                 out = self._obj.decompress(data, _INFLATE_STEP)
             except zlib.error:
+                if self._members:  # garbage after a whole gzip member is ignored, as urllib3 does
+                    return
                 if self._coding != "deflate" or self._started:
                     raise
                 self._obj = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate (old servers)
@@ -735,6 +738,7 @@ class _Inflater:
             data = self._obj.unconsumed_tail
             if not data and self._obj.eof and self._obj.unused_data:
                 data = self._obj.unused_data  # the next gzip member
+                self._members += 1
                 self._obj = self._new()
 
     def flush(self) -> bytes:
