@@ -465,9 +465,9 @@ class ChatStreamState:
         "_map_error",
         "_new_id",
         "_redact",
-        "error",
         "signatures",
         "skipped",
+        "terminal",
         "usage",
     )
 
@@ -484,16 +484,12 @@ class ChatStreamState:
         self._finish: str | None = None
         self._loads = json.loads
         self.usage: Usage | None = None
-        self.error: ErrorEvent | None = None
+        self.terminal: ErrorEvent | None = None
+        """The error that ended the answer early (the finish is known only at its end)."""
         self.signatures: dict[str, str] = {}
         self.skipped = 0
 
-    @property
-    def done(self) -> bool:
-        """True once an error was seen (nothing after it is read)."""
-        return self.error is not None
-
-    def handle(self, data: str) -> list[ProviderEvent]:
+    def feed(self, data: str) -> list[ProviderEvent]:
         """Events for one SSE ``data`` payload."""
         try:
             chunk = self._loads(data)
@@ -511,7 +507,7 @@ class ChatStreamState:
         """Events for one decoded response object."""
         error = chunk.get("error")
         if error is not None:
-            self.error = ErrorEvent(self._map_error(error))
+            self.terminal = ErrorEvent(self._map_error(error))
             return []
         usage = chunk.get("usageMetadata")
         if isinstance(usage, dict):
@@ -521,7 +517,7 @@ class ChatStreamState:
         if not candidates:
             if isinstance(feedback, dict) and feedback.get("blockReason"):
                 reason = feedback["blockReason"]
-                self.error = ErrorEvent(
+                self.terminal = ErrorEvent(
                     ErrorInfo(
                         f"Gemini blocked the prompt ({reason})",
                         "LLM_BAD_RESPONSE",
@@ -552,7 +548,7 @@ class ChatStreamState:
             if isinstance(call, dict):
                 if self._calls >= MAX_TOOL_CALLS:
                     message = f"Gemini sent more than {MAX_TOOL_CALLS} function calls"
-                    self.error = ErrorEvent(ErrorInfo(message, BadResponse.code))
+                    self.terminal = ErrorEvent(ErrorInfo(message, BadResponse.code))
                     return out
                 out.append(ToolCallEvent(self._call(call, part.get("thoughtSignature"))))
             elif text and isinstance(text, str):
@@ -563,7 +559,7 @@ class ChatStreamState:
 
     def _shape_error(self, member: str, value: Any) -> None:
         quote = self._redact(json.dumps(value))[:200]
-        self.error = ErrorEvent(
+        self.terminal = ErrorEvent(
             ErrorInfo(f"Gemini sent a chunk whose {member} is not valid: {quote}", BadResponse.code)
         )
 
@@ -596,10 +592,13 @@ class ChatStreamState:
             self.signatures[tool_call.id] = signature
         return tool_call
 
-    def end(self) -> ProviderEvent:
+    def end(self) -> list[ProviderEvent]:
         """The terminal event (call once, after the last payload)."""
-        if self.error is not None:
-            return self.error
+        return [self._terminal()]
+
+    def _terminal(self) -> ProviderEvent:
+        if self.terminal is not None:
+            return self.terminal
         if self._finish is None:
             return ErrorEvent(
                 ErrorInfo(

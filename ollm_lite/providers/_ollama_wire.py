@@ -388,12 +388,18 @@ def usage_from_chunk(chunk: dict[str, Any]) -> Usage | None:
 class ChatStreamState:
     """Assembles the events of one ``/api/chat`` stream from its NDJSON objects.
 
-    :meth:`handle` returns the non-terminal events of one object and records the terminal
+    :meth:`feed` returns the non-terminal events of one object and records the terminal
     one in :attr:`terminal`; once it is set the stream is over. :meth:`end` gives the
-    terminal event for a stream that stopped without ``done: true``.
+    terminal event (an error for a stream that stopped without ``done: true``).
+
+    Args:
+        provider, model, url: Named in error details.
+        redact: Masks secrets in quotes of the stream, before they are cut.
+        skipped: Counts the lines the decoder dropped as not JSON objects (named in the
+            message of a stream that ended early).
     """
 
-    __slots__ = ("_ids", "_info", "_redact", "terminal")
+    __slots__ = ("_ids", "_info", "_redact", "_skipped", "terminal")
 
     def __init__(
         self,
@@ -402,17 +408,18 @@ class ChatStreamState:
         model: str | None = None,
         url: str = "",
         redact: Callable[[str], str] = str,
+        skipped: Callable[[], int] | None = None,
     ) -> None:
         self._ids: set[str] = set()
+        self._skipped = skipped
         self._info: dict[str, Any] = {"provider": provider, "model": model, "url": url}
         self._redact = redact
-        """Masks secrets in quotes of the stream, before they are cut."""
         self.terminal: FinishEvent | ErrorEvent | None = None
 
     def _error(self, message: str) -> ErrorEvent:
         return ErrorEvent(ErrorInfo(message, BadResponse.code, dict(self._info)))
 
-    def handle(self, chunk: Any) -> list[ProviderEvent]:
+    def feed(self, chunk: Any) -> list[ProviderEvent]:
         """Events for one decoded NDJSON object (``terminal`` is set on the last one)."""
         if not isinstance(chunk, dict):
             self.terminal = self._error(
@@ -471,16 +478,15 @@ class ChatStreamState:
             return "tool"
         return "length" if done_reason == "length" else "stop"
 
-    def end(self, skipped: int = 0) -> FinishEvent | ErrorEvent:
-        """The terminal event: the recorded one, else "stream ended early".
-
-        Args:
-            skipped: Lines the decoder dropped as not JSON objects (named in the message).
-        """
-        if self.terminal is not None:
-            return self.terminal
-        why = f"; {skipped} line(s) were not JSON objects" if skipped else ""
-        return self._error(f"the Ollama stream ended early (no final `done: true` line{why})")
+    def end(self) -> list[ProviderEvent]:
+        """The terminal event: the recorded one, else "stream ended early"."""
+        if self.terminal is None:
+            skipped = self._skipped() if self._skipped is not None else 0
+            why = f"; {skipped} line(s) were not JSON objects" if skipped else ""
+            self.terminal = self._error(
+                f"the Ollama stream ended early (no final `done: true` line{why})"
+            )
+        return [self.terminal]
 
 
 # --------------------------------------------------------------------------- models

@@ -26,7 +26,7 @@ import json
 import random
 import string
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadResponse, ConfigError
 from ..streams import _scan_once
@@ -50,7 +50,10 @@ from ..types import (
     ToolSchema,
     Usage,
 )
-from .backends import Backend
+
+if TYPE_CHECKING:
+    from ..streams import SSEEvent
+    from .backends import Backend
 from .base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, merge_body
 
 __all__ = [
@@ -440,7 +443,7 @@ def choice_zero(choices: Any) -> tuple[dict[str, Any] | None, tuple[str, Any] | 
 class ChatStreamState:
     """Assembles the events of one ``/v1/chat/completions`` stream from its SSE data strings.
 
-    :meth:`handle` returns the events one ``data`` value completes (text, thinking) and sets
+    :meth:`feed` returns the events one SSE event completes (text, thinking) and sets
     :attr:`terminal` when the stream is over (``[DONE]`` or an error object); :meth:`end`
     gives the terminal event once the body has ended, whatever happened.
     """
@@ -479,8 +482,11 @@ class ChatStreamState:
     def _error(self, message: str, **facts: Any) -> ErrorEvent:
         return ErrorEvent(ErrorInfo(message, BadResponse.code, {**self._info, **facts}))
 
-    def handle(self, data: str) -> Sequence[ProviderEvent]:
-        """Events for one SSE ``data`` value (the hot path: one call per streamed token)."""
+    def feed(self, event: SSEEvent) -> Sequence[ProviderEvent]:
+        """Events for one SSE event (the hot path: one call per streamed token)."""
+        data = event.data
+        if event.event == "error":  # some servers name the event, not the object
+            data = error_payload(data)
         if data[:1] != "{":
             if data.startswith("[DONE]"):
                 return self._close()
@@ -583,28 +589,34 @@ class ChatStreamState:
         self.terminal = FinishEvent(reason, usage_from_openai(self._usage, self._timings))
         return [ToolCallEvent(c) for c in calls]
 
-    def _terminal(self) -> FinishEvent | ErrorEvent:
-        terminal = self.terminal
-        if terminal is None:  # pragma: no cover - _close always sets it
-            raise AssertionError("no terminal event")
-        return terminal
-
-    def end(self) -> tuple[Sequence[ProviderEvent], FinishEvent | ErrorEvent]:
-        """The last events and the terminal event once the body has ended.
+    def end(self) -> Sequence[ProviderEvent]:
+        """The last events once the body has ended, the terminal event last.
 
         Without ``[DONE]`` the stream still finishes normally when a ``finish_reason`` arrived;
-        otherwise it was truncated: an ``ErrorEvent`` (text already yielded stays valid).
+        otherwise it was truncated: an ``ErrorEvent`` (text already returned stays valid).
         """
-        if self.terminal is not None:
-            return _EMPTY, self.terminal
-        if self._finish is not None:
+        events: Sequence[ProviderEvent] = _EMPTY
+        if self.terminal is None and self._finish is not None:
             events = self._close()
-            return events, self._terminal()
-        why = f"; {self.skipped} data line(s) were not JSON objects" if self.skipped else ""
-        self.terminal = self._error(
-            f"the stream ended early: no [DONE] and no finish_reason (the answer is truncated{why})"
-        )
-        return _EMPTY, self.terminal
+        terminal = self.terminal
+        if terminal is None:
+            why = f"; {self.skipped} data line(s) were not JSON objects" if self.skipped else ""
+            terminal = self.terminal = self._error(
+                "the stream ended early: no [DONE] and no finish_reason (the answer is "
+                f"truncated{why})"
+            )
+        return [*events, terminal]
+
+
+def error_payload(data: str) -> str:
+    """An ``event: error`` payload as ``{"error": ...}`` JSON, whatever the server sent."""
+    try:
+        value = json.loads(data)
+    except (ValueError, RecursionError):
+        value = data
+    if isinstance(value, dict) and "error" in value:
+        return data
+    return json.dumps({"error": value})
 
 
 def result_from_answer(answer: Any, *, redact: Callable[[str], str] = _same) -> ChatResult:

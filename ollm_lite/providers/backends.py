@@ -1,94 +1,185 @@
-"""The one table of per-backend differences for the OpenAI-compatible providers.
+"""The one table of OpenAI-compatible servers, each a small strategy object.
 
 Every server that speaks ``/v1/chat/completions`` differs in small ways: which header carries
-the key, which port it listens on, whether it has a tokenizer endpoint, where it says how long
-its context window is, and which stream quirks it has. All of those live in :data:`BACKENDS`,
-one :class:`Backend` row per server, each citing where the fact comes from. The providers
-(:mod:`~ollm_lite.providers.openai_compat`, :mod:`~ollm_lite.providers.vllm`) read the row and
-never switch on a backend's name anywhere else.
+the key, which port it listens on, whether and how it counts tokens, where it says how long its
+context window is, what it tells about a model's capabilities, and which stream quirks it has.
+Each server is one :class:`~ollm_lite.providers._backend_base.Backend` subclass that owns those
+differences (:class:`Generic`, :class:`LMStudio`, :class:`LocalAI`, :class:`Kobold`,
+:class:`~ollm_lite.providers._llamacpp.LlamaCpp`, :class:`Vllm`), and :data:`BACKENDS` holds one
+instance of each, its facts citing where they come from. The providers
+(:mod:`~ollm_lite.providers.openai_compat`, :mod:`~ollm_lite.providers.vllm`) ask their backend
+and never test its name; the configuration (:mod:`ollm_lite.config`) reads the same table for
+the names and aliases it accepts.
 
-Citation keys are those of the project's protocol fact sheet: [OAI-PY] openai-python,
-[VLLM] vllm-project/vllm, [LCPP] ggml-org/llama.cpp ``tools/server``, [LCPY] llama-cpp-python
-``llama_cpp/server/app.py`` (checked against its 0.3.x server), [LMS] lmstudio-ai/docs,
-[KCPP] KoboldCpp's Lite UI source and the clients that call it, [LAI] LocalAI's docs.
+A backend is shared by every provider that uses it, so it keeps no state of its own: what it
+finds out about one server (which llama.cpp server answers) is kept by that provider.
+
+Sources: [OAI-PY] openai-python, [VLLM] vllm-project/vllm, [LCPP] ggml-org/llama.cpp
+``tools/server``, [LCPY] llama-cpp-python ``llama_cpp/server/app.py`` (checked against its
+0.3.x server), [LMS] lmstudio-ai/docs, [KCPP] KoboldCpp's Lite UI source and the clients that
+call it, [LAI] LocalAI's docs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OllmError
+from ._backend_base import (
+    _BEARER,
+    Backend,
+    BackendHost,
+    is_no_route,
+    listed_context,
+    positive_int,
+    request_text,
+    token_count,
+)
+from ._llamacpp import LlamaCpp
 
-__all__ = ["BACKENDS", "Backend", "BackendName", "backend_named"]
+if TYPE_CHECKING:
+    from ..types import ProviderCapabilities, ProviderRequest
+
+__all__ = [
+    "BACKENDS",
+    "OPENAI_COMPATIBLE_BACKENDS",
+    "Backend",
+    "BackendHost",
+    "BackendName",
+    "Generic",
+    "Kobold",
+    "LMStudio",
+    "LlamaCpp",
+    "LocalAI",
+    "Vllm",
+    "backend_named",
+]
 
 BackendName = Literal["lmstudio", "localai", "kobold", "llamacpp", "generic", "vllm"]
 
-#: How the key is sent: a header name, and whether its value gets the ``Bearer `` prefix.
-AuthHeader = tuple[str, bool]
 
-_BEARER: AuthHeader = ("Authorization", True)
+def _bool_or(value: Any, default: bool | None) -> bool | None:
+    return value if isinstance(value, bool) else default
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Backend:
-    """What one OpenAI-compatible server needs from a client.
+class Generic(Backend):
+    """Any OpenAI-compatible server; nothing beyond the API itself is assumed."""
 
-    Attributes:
-        name: The preset's name (``backend=`` of the provider).
-        title: Human name for messages.
-        default_base_url: Where the server listens out of the box.
-        auth_headers: Headers that carry the API key (all are sent).
-        include_usage: Whether ``stream_options: {"include_usage": true}`` is sent.
-        tokenizer: Tokenizer endpoint family: ``"vllm"`` (``POST /tokenize`` with
-            ``prompt``), ``"llamacpp"`` (discovered per instance: native ``POST /tokenize`` or
-            llama-cpp-python's ``POST /extras/tokenize/count``), ``"kobold"``
-            (``POST /api/extra/tokencount``), or ``None`` (estimate ceil(chars / 4)).
-        context_source: Where the context window comes from: ``"vllm"`` (``/v1/models``
-            ``max_model_len``), ``"llamacpp"`` (``/props`` ``n_ctx``, else ``/v1/models``
-            ``meta.n_ctx``), ``"lmstudio"`` (``/api/v1/models`` loaded window, else
-            ``/api/v0/models/{id}`` ``max_context_length``), ``"kobold"``
-            (``/api/extra/true_max_context_length``), or ``None`` (the server does not say).
-        health_path: What :meth:`health` asks (a backend-specific route, else ``/v1/models``).
-        version_path: Where the server's version is read, or ``None``.
-        repeat_penalty_key: Body key for ``GenerationOptions.repeat_penalty``.
-        tool_calling: Whether tool calling is known to work (``None``: depends on the model).
-        thinking: Whether reasoning deltas can arrive (``None``: unknown).
-        embeddings: Whether ``/v1/embeddings`` exists.
-        guided_decoding: Whether vLLM-style guided decoding (``guided_*`` /
-            ``structured_outputs``) is available.
-        quirks: Known stream quirks, for the reader (the parser tolerates all of them anyway).
-        source: Where the facts of this row come from.
-    """
+    __slots__ = ()
 
-    name: str
-    title: str
-    default_base_url: str
-    auth_headers: tuple[AuthHeader, ...] = (_BEARER,)
-    include_usage: bool = True
-    tokenizer: Literal["vllm", "llamacpp", "kobold"] | None = None
-    context_source: Literal["vllm", "llamacpp", "lmstudio", "kobold"] | None = None
-    health_path: str = "/v1/models"
-    version_path: str | None = None
-    repeat_penalty_key: str = "repeat_penalty"
-    tool_calling: bool | None = None
-    thinking: bool | None = None
-    embeddings: bool = True
-    guided_decoding: bool = False
-    quirks: str = ""
-    source: str = ""
 
-    def auth(self, api_key: str | None) -> dict[str, str]:
-        """The headers that carry ``api_key`` (none without a key)."""
-        if not api_key:
-            return {}
-        return {
-            name: f"Bearer {api_key}" if bearer else api_key for name, bearer in self.auth_headers
+class LocalAI(Backend):
+    """LocalAI: the plain API on its own port."""
+
+    __slots__ = ()
+
+
+class LMStudio(Backend):
+    """LM Studio: the loaded window and per-model capabilities from its REST API."""
+
+    __slots__ = ()
+
+    def _entry(
+        self, host: BackendHost, model: str, cancel: threading.Event | None
+    ) -> dict[str, Any] | None:
+        answer = host._json("GET", "/api/v1/models", cancel=cancel)
+        entries = answer.get("models") if isinstance(answer, dict) else None
+        for entry in entries or ():
+            if isinstance(entry, dict) and model in (entry.get("key"), entry.get("id")):
+                return entry
+        return None
+
+    def context_length(
+        self, host: BackendHost, model: str, cancel: threading.Event | None
+    ) -> int | None:
+        """The loaded window (LM Studio 0.4+ ``/api/v1/models``, else ``/api/v0/models``)."""
+        try:
+            entry = self._entry(host, model, cancel)
+        except OllmError as exc:
+            if not is_no_route(exc):
+                raise
+            answer = host._json("GET", f"/api/v0/models/{model}", cancel=cancel)
+            loaded = answer.get("loaded_context_length") if isinstance(answer, dict) else None
+            return positive_int(loaded)
+        for instance in (entry or {}).get("loaded_instances") or ():
+            config = instance.get("config") if isinstance(instance, dict) else None
+            if isinstance(config, dict) and positive_int(config.get("context_length")):
+                return int(config["context_length"])
+        return None
+
+    def model_capabilities(
+        self,
+        host: BackendHost,
+        model: str,
+        base: ProviderCapabilities,
+        cancel: threading.Event | None,
+    ) -> ProviderCapabilities:
+        """``capabilities`` of LM Studio 0.4+'s ``/api/v1/models`` entry."""
+        caps = (self._entry(host, model, cancel) or {}).get("capabilities")
+        if not isinstance(caps, dict):
+            return base
+        return replace(
+            base,
+            tool_calling=_bool_or(caps.get("trained_for_tool_use"), base.tool_calling),
+            vision=_bool_or(caps.get("vision"), base.vision),
+            thinking=_bool_or(caps.get("reasoning"), base.thinking),
+        )
+
+
+class Kobold(Backend):
+    """KoboldCpp: its own token count and window routes beside the OpenAI adapter."""
+
+    __slots__ = ()
+    token_counting = True
+
+    def count_tokens(
+        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
+    ) -> int:
+        """``POST /api/extra/tokencount`` over the request's text."""
+        path = "/api/extra/tokencount"
+        answer = host._json("POST", path, body={"prompt": request_text(request)}, cancel=cancel)
+        return token_count(host, answer, "value", path)
+
+    def context_length(
+        self, host: BackendHost, model: str, cancel: threading.Event | None
+    ) -> int | None:
+        """``/api/extra/true_max_context_length``."""
+        answer = host._json("GET", "/api/extra/true_max_context_length", cancel=cancel)
+        return positive_int(answer.get("value")) if isinstance(answer, dict) else None
+
+
+class Vllm(Backend):
+    """vLLM: exact counts through ``/tokenize``, the window as ``max_model_len``."""
+
+    __slots__ = ()
+    token_counting = True
+
+    def count_tokens(
+        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
+    ) -> int:
+        """``POST /tokenize`` with the chat messages and tools (the templated prompt)."""
+        from ._openai_wire import messages_to_openai, tools_to_openai
+
+        body: dict[str, Any] = {
+            "model": request.model,
+            "messages": messages_to_openai(request.messages, request.system_prompt),
         }
+        if request.tools:
+            body["tools"] = tools_to_openai(request.tools)
+        answer = host._json("POST", "/tokenize", body=body, cancel=cancel, model=request.model)
+        return token_count(host, answer, "count", "/tokenize")
+
+    def context_length(
+        self, host: BackendHost, model: str, cancel: threading.Event | None
+    ) -> int | None:
+        """``max_model_len`` of ``/v1/models``."""
+        return listed_context(host, model, cancel)
 
 
-BACKENDS: dict[str, Backend] = {
-    "generic": Backend(
+_PRESETS: tuple[Backend, ...] = (
+    Generic(
         name="generic",
         title="OpenAI-compatible server",
         default_base_url="http://localhost:1234",
@@ -96,31 +187,29 @@ BACKENDS: dict[str, Backend] = {
         source="[OAI-PY] _client.py (Bearer auth), chat_completion_stream_options_param.py "
         "(include_usage), types/model.py (/v1/models has no context length)",
     ),
-    "lmstudio": Backend(
+    LMStudio(
         name="lmstudio",
         title="LM Studio",
         default_base_url="http://localhost:1234",
         # The product spec asks for X-API-Key; LM Studio 0.4+ checks Bearer. Both are sent.
         auth_headers=(_BEARER, ("X-API-Key", False)),
-        context_source="lmstudio",
         thinking=None,
         quirks="first tool-call fragment id is a numeric string; reasoning_content only when "
         "the app's developer setting is on",
         source="[LMS] 0_core/authentication.mdx (Bearer, 0.4.0+), 3_openai-compat/index.mdx "
         "(port 1234), 2_rest/list.md + v0.md (context length), 3_openai-compat/tools.mdx",
     ),
-    "localai": Backend(
+    LocalAI(
         name="localai",
         title="LocalAI",
         default_base_url="http://localhost:8080",
         source="[LAI] docs: OpenAI-compatible API on port 8080, API_KEY checked as Bearer",
     ),
-    "kobold": Backend(
+    Kobold(
         name="kobold",
         title="KoboldCpp",
         default_base_url="http://localhost:5001",
-        tokenizer="kobold",
-        context_source="kobold",
+        aliases=("koboldcpp",),
         version_path="/api/extra/version",
         health_path="/api/extra/version",
         quirks="OpenAI routes are an adapter over the Kobold API; tool calls are emulated",
@@ -128,12 +217,11 @@ BACKENDS: dict[str, Backend] = {
         "endpoints /api/extra/tokencount {prompt}->{value}, "
         "/api/extra/true_max_context_length ->{value}, /api/extra/version",
     ),
-    "llamacpp": Backend(
+    LlamaCpp(
         name="llamacpp",
         title="llama.cpp server",
         default_base_url="http://localhost:8080",
-        tokenizer="llamacpp",
-        context_source="llamacpp",
+        aliases=("llama.cpp",),
         health_path="/health",
         thinking=True,
         quirks="id and name repeated in every tool-call fragment (llama-cpp-python); final "
@@ -143,12 +231,10 @@ BACKENDS: dict[str, Backend] = {
         "/v1/models meta, timings, port 8080 moving to 9931), server-http.cpp (Bearer or "
         "X-Api-Key); [LCPY] /extras/tokenize/count, no /props or /health",
     ),
-    "vllm": Backend(
+    Vllm(
         name="vllm",
         title="vLLM",
         default_base_url="http://localhost:8000",
-        tokenizer="vllm",
-        context_source="vllm",
         health_path="/health",
         version_path="/version",
         repeat_penalty_key="repetition_penalty",
@@ -161,15 +247,17 @@ BACKENDS: dict[str, Backend] = {
         "chat_completion/protocol.py, PR #29326 (guided_* removed in 0.12), tokenize "
         "protocol, engine/protocol.py ModelCard.max_model_len",
     ),
-}
-"""Every backend preset by name (``vllm`` is the row of ``VllmProvider``)."""
+)
+
+BACKENDS: dict[str, Backend] = {backend.name: backend for backend in _PRESETS}
+"""Every backend preset by name (``vllm`` is the backend of ``VllmProvider``)."""
 
 #: The presets ``OpenAICompatibleProvider(backend=...)`` accepts.
 OPENAI_COMPATIBLE_BACKENDS = ("lmstudio", "localai", "kobold", "llamacpp", "generic")
 
 
 def backend_named(name: str, *, allowed: tuple[str, ...] = OPENAI_COMPATIBLE_BACKENDS) -> Backend:
-    """The row for ``name``.
+    """The preset called ``name``.
 
     Raises:
         ConfigError: ``CONFIG_INVALID`` naming the valid backends.

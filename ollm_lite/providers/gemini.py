@@ -22,28 +22,18 @@ import itertools
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import quote
 
 from .._http_errors import error_for_status
-from ..errors import (
-    AuthenticationError,
-    BadResponse,
-    Cancelled,
-    ConfigError,
-    HTTPStatusError,
-    OllmError,
-)
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
+from ..errors import AuthenticationError, BadResponse, HTTPStatusError, OllmError
+from ..transport import Timeouts, normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
     ErrorEvent,
     ErrorInfo,
-    FinishEvent,
     HealthStatus,
     ModelInfo,
     ProviderCapabilities,
@@ -58,7 +48,8 @@ from ._gemini_wire import (
     model_info_from_gemini,
     request_body,
 )
-from .base import BaseProvider, collect_result, env_api_key
+from ._http import HTTPProvider
+from .base import env_api_key
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
 
@@ -79,7 +70,7 @@ def _model_path(model: str) -> str:
     return f"{_API}/{quote(_model_name(model), safe='/')}"
 
 
-class GeminiProvider(BaseProvider):
+class GeminiProvider(HTTPProvider):
     """Google Gemini (Generative Language API).
 
     Args:
@@ -91,7 +82,7 @@ class GeminiProvider(BaseProvider):
             server's ``retryDelay`` up to 60 s).
 
     Raises:
-        ConfigError: ``CONFIG_INVALID`` for a bad URL.
+        ConfigError: ``CONFIG_INVALID`` for a bad URL or ``retries``.
     """
 
     name: ClassVar[str] = "gemini"
@@ -115,37 +106,26 @@ class GeminiProvider(BaseProvider):
         timeout: float | Timeouts | None = None,
         retries: int | None = None,
     ) -> None:
-        if retries is not None and retries < 0:
-            raise ConfigError(f"retries must be >= 0, got {retries!r}")
         key = api_key or env_api_key("GEMINI_API_KEY", "GOOGLE_API_KEY")
         url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=(_API, "/v1"))
         self._has_key = bool(key)
-        self._transport = Transport(
+        self._connect(
             url,
-            provider=self.name,
             headers={"x-goog-api-key": key} if key else {},
-            secrets=[key] if key else [],
-            timeouts=Timeouts.of(timeout),
-            retry=RetryPolicy() if retries is None else RetryPolicy(retries=retries),
+            secret=key,
+            timeout=timeout,
+            retries=retries,
             start_hint="Check the network path to Google's API (or your base_url).",
             model_hint="List the available models with `ollm-lite --provider gemini models list`.",
         )
-        self._lock = threading.Lock()
         self._signatures: dict[str, str] = {}
         self._context: dict[str, int | None] = {}
         self._call_ids = itertools.count()  # shared by every stream: ids unique per provider
-
-    def __repr__(self) -> str:
-        return f"GeminiProvider(name={self.name!r}, base_url={self.base_url!r})"
 
     @property
     def base_url(self) -> str:
         """The API root (without ``/v1beta``)."""
         return self._transport.base_url
-
-    def close(self) -> None:
-        """Close pooled connections (the provider stays usable)."""
-        self._transport.close()
 
     def _require_key(self) -> None:
         if not self._has_key:
@@ -201,7 +181,8 @@ class GeminiProvider(BaseProvider):
             return mid_stream_error(error)
         return exc.to_info()
 
-    def _remember(self, state: ChatStreamState) -> None:
+    def _stream_ended(self, state: ChatStreamState) -> None:
+        """Keep the ``thoughtSignature`` values the answer carried, for the next request."""
         if not state.signatures:
             return
         with self._lock:
@@ -227,34 +208,7 @@ class GeminiProvider(BaseProvider):
             return
         path = f"{_model_path(request.model)}:streamGenerateContent"
         state = self._state(path, request.model)
-        handle = state.handle
-        redact = self._transport.redact.event
-        try:
-            with self._transport.open_stream(
-                "POST",
-                path,
-                params={"alt": "sse"},
-                json_body=body,
-                cancel=request.cancel,
-                timeout=request.timeout,
-                model=request.model,
-                not_found="model",
-            ) as resp:
-                for data in resp.iter_decoded(StreamDecoder()):
-                    out = handle(data)
-                    if out:
-                        yield from out
-                    if state.done:
-                        break
-        except Cancelled:
-            yield FinishEvent("cancelled")
-            return
-        except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
-            return
-        finally:
-            self._remember(state)
-        yield redact(state.end())
+        yield from self._stream(request, path, body, StreamDecoder(), state, params={"alt": "sse"})
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``:generateContent``.
@@ -278,14 +232,13 @@ class GeminiProvider(BaseProvider):
         if not isinstance(answer, dict):
             raise BadResponse("Gemini answered something that is not an object", provider=self.name)
         state = self._state(path, request.model)
-        events = state.handle_object(answer)
-        self._remember(state)
-        events.append(self._transport.redact.event(state.end()))
-        return collect_result(events)
+        return self._fold(state, [answer], state.handle_object)
 
     # ------------------------------------------------------------------ tokens, models
 
-    def count_tokens(self, request: ProviderRequest) -> int:
+    def count_tokens(
+        self, request: ProviderRequest, *, cancel: threading.Event | None = None
+    ) -> int:
         """Tokens of the whole request by Gemini's tokenizer (``:countTokens``).
 
         Raises:
@@ -294,19 +247,19 @@ class GeminiProvider(BaseProvider):
         """
         self._require_key()
         body = self._body(request)
-        answer = self._transport.request_json(
+        answer = self._json(
             "POST",
             f"{_model_path(request.model)}:countTokens",
-            json_body={"generateContentRequest": {"model": _model_name(request.model), **body}},
+            body={"generateContentRequest": {"model": _model_name(request.model), **body}},
+            cancel=cancel or request.cancel,
             model=request.model,
-            not_found="model",
         )
         total = answer.get("totalTokens") if isinstance(answer, dict) else None
         if not isinstance(total, int):
             raise BadResponse("countTokens answered without totalTokens", provider=self.name)
         return total
 
-    def list_models(self) -> list[ModelInfo]:
+    def list_models(self, *, cancel: threading.Event | None = None) -> list[ModelInfo]:
         """Every model (all pages of ``GET /v1beta/models``).
 
         Raises:
@@ -319,7 +272,7 @@ class GeminiProvider(BaseProvider):
             params = {"pageSize": "1000"}
             if token:
                 params["pageToken"] = token
-            page = self._transport.request_json("GET", f"{_API}/models", params=params)
+            page = self._json("GET", f"{_API}/models", params=params, cancel=cancel)
             if not isinstance(page, dict):
                 raise BadResponse("the models page is not an object", provider=self.name)
             entries = page.get("models")
@@ -335,16 +288,14 @@ class GeminiProvider(BaseProvider):
                 self._context[info.name] = info.context_length
         return models
 
-    def show_model(self, name: str) -> ModelInfo:
+    def show_model(self, name: str, *, cancel: threading.Event | None = None) -> ModelInfo:
         """One model (``GET /v1beta/models/{name}``).
 
         Raises:
             ModelNotFound: ``MODEL_NOT_FOUND``.
         """
         self._require_key()
-        entry = self._transport.request_json(
-            "GET", _model_path(name), model=name, not_found="model"
-        )
+        entry = self._json("GET", _model_path(name), cancel=cancel, model=name)
         if not isinstance(entry, dict):
             raise BadResponse("the model answer is not an object", provider=self.name)
         info = model_info_from_gemini(entry)
@@ -352,42 +303,40 @@ class GeminiProvider(BaseProvider):
             self._context[name.removeprefix("models/")] = info.context_length
         return info
 
-    def context_length(self, model: str) -> int | None:
+    def context_length(self, model: str, *, cancel: threading.Event | None = None) -> int | None:
         """``inputTokenLimit`` of the model (cached); ``None`` when it cannot be read."""
         key = model.removeprefix("models/")
         with self._lock:
             if key in self._context:
                 return self._context[key]
         try:
-            return self.show_model(model).context_length
+            return self.show_model(model, cancel=cancel).context_length
         except OllmError as exc:
             logger.debug("gemini: no context length for %s (%s)", model, exc.code)
             return None
 
-    def embed(self, texts: list[str], model: str | None = None) -> EmbeddingResult:
+    def embed(
+        self,
+        texts: list[str],
+        model: str | None = None,
+        *,
+        cancel: threading.Event | None = None,
+    ) -> EmbeddingResult:
         """Vectors through ``:batchEmbedContents``, at most 100 texts per call, order kept.
 
         Raises:
+            ConfigError: ``CONFIG_INVALID`` when a text is not a string.
             BadResponse: ``LLM_BAD_RESPONSE`` when the answer has not one vector per text.
         """
         self._require_key()
         name = model or "gemini-embedding-001"
-        path = _model_path(name)
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), _EMBED_BATCH):
-            batch = texts[start : start + _EMBED_BATCH]
-            answer = self._transport.request_json(
-                "POST",
-                f"{path}:batchEmbedContents",
-                json_body={
-                    "requests": [
-                        {"model": _model_name(name), "content": {"parts": [{"text": t}]}}
-                        for t in batch
-                    ]
-                },
-                model=name,
-                not_found="model",
-            )
+        path = f"{_model_path(name)}:batchEmbedContents"
+
+        def fetch(batch: list[str]) -> list[list[float]]:
+            parts = [
+                {"model": _model_name(name), "content": {"parts": [{"text": t}]}} for t in batch
+            ]
+            answer = self._json("POST", path, body={"requests": parts}, cancel=cancel, model=name)
             embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
             if not isinstance(embeddings, list) or len(embeddings) != len(batch):
                 raise BadResponse(
@@ -396,23 +345,16 @@ class GeminiProvider(BaseProvider):
                     provider=self.name,
                     model=name,
                 )
-            vectors.extend([float(v) for v in e.get("values", [])] for e in embeddings)
-        return EmbeddingResult(vectors, name, len(vectors[0]) if vectors else 0)
+            return [[float(v) for v in e.get("values", [])] for e in embeddings]
 
-    def health(self) -> HealthStatus:
-        """Whether the API answers with this key (``GET /v1beta/models?pageSize=1``)."""
-        started = time.perf_counter()
-        error: ErrorInfo | None = None
-        try:
-            self._require_key()
-            self._transport.request_json("GET", f"{_API}/models", params={"pageSize": "1"})
-        except OllmError as exc:
-            error = exc.to_info()
-        return HealthStatus(
-            ok=error is None,
-            provider=self.name,
-            base_url=self.base_url,
-            checked_at=datetime.now(UTC),
-            latency_ms=(time.perf_counter() - started) * 1000,
-            error=error,
-        )
+        return self._embed_batches(texts, name, _EMBED_BATCH, fetch)
+
+    def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
+        """Whether the API answers with this key (``GET /v1beta/models?pageSize=1``); never
+        raises."""
+        return super().health(cancel=cancel)
+
+    def _probe(self, cancel: threading.Event | None) -> str | None:
+        self._require_key()
+        self._json("GET", f"{_API}/models", params={"pageSize": "1"}, cancel=cancel)
+        return None

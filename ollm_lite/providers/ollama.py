@@ -21,19 +21,16 @@ import json
 import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
 from typing import Any, ClassVar
 
-from ..errors import BadResponse, Cancelled, ConfigError, ModelNotFound, OllmError
+from ..errors import BadResponse, ConfigError, ModelNotFound, OllmError
 from ..streams import NDJSONDecoder
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
+from ..transport import Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
     ErrorEvent,
-    FinishEvent,
     HealthStatus,
     ModelInfo,
     ProviderCapabilities,
@@ -41,6 +38,7 @@ from ..types import (
     ProviderRequest,
     PullProgress,
 )
+from ._http import HTTPProvider, check_positive_int, version_of
 from ._ollama_wire import (
     ChatStreamState,
     capabilities_from_list,
@@ -55,7 +53,7 @@ from ._ollama_wire import (
     pull_error,
     pull_progress_from,
 )
-from .base import BaseProvider, approx_token_count, collect_result, env_api_key
+from .base import approx_token_count, env_api_key
 
 __all__ = ["DEFAULT_BASE_URL", "LocalProvider", "message_from_ollama", "message_to_ollama"]
 
@@ -71,7 +69,7 @@ _MODEL_HINT = "Download it with `ollm-lite models pull {model}` (or `ollama pull
 _PULL_IDLE_S = 1800.0
 
 
-class LocalProvider(BaseProvider):
+class LocalProvider(HTTPProvider):
     """Ollama through its native API.
 
     Args:
@@ -118,42 +116,25 @@ class LocalProvider(BaseProvider):
         url = normalize_base_url(parse_ollama_host(raw_url), strip_suffix="/v1")
         if url.endswith("/api"):
             url = url[: -len("/api")]
-        if not isinstance(embed_batch_size, int) or embed_batch_size < 1:
-            raise ConfigError(
-                f"embed_batch_size must be a positive integer, got {embed_batch_size!r}"
-            )
-        if num_ctx is not None and (not isinstance(num_ctx, int) or num_ctx < 1):
-            raise ConfigError(f"num_ctx must be a positive integer, got {num_ctx!r}")
-        if retries is not None and retries < 0:
-            raise ConfigError(f"retries must be >= 0, got {retries!r}")
+        check_positive_int("embed_batch_size", embed_batch_size)
+        check_positive_int("num_ctx", num_ctx, optional=True)
         key = api_key if api_key is not None else env_api_key("OLLAMA_API_KEY")
         self.embed_batch_size = embed_batch_size
         self.num_ctx = num_ctx
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self._secrets = [key] if key else []
-        self._timeouts = Timeouts.of(timeout)
-        self._transport = Transport(
+        self._connect(
             url,
-            provider=self.name,
             headers=self._headers,
-            secrets=self._secrets,
-            timeouts=self._timeouts,
-            retry=RetryPolicy() if retries is None else RetryPolicy(retries=retries),
+            secret=key,
+            timeout=timeout,
+            retries=retries,
             start_hint=_START_HINT,
             model_hint=_MODEL_HINT,
         )
         self._pull_transport: Transport | None = None
-        self._lock = threading.Lock()
         self._context_cache: dict[str, int | None] = {}
         self._caps_cache: dict[str, ProviderCapabilities] = {}
-
-    def __repr__(self) -> str:
-        return f"LocalProvider(name={self.name!r}, base_url={self.base_url!r})"
-
-    @property
-    def base_url(self) -> str:
-        """The server root every request goes to."""
-        return self._transport.base_url
 
     def close(self) -> None:
         """Close pooled connections (the provider stays usable)."""
@@ -188,38 +169,20 @@ class LocalProvider(BaseProvider):
             len(body["messages"]),
             len(body.get("tools") or ()),
         )
-        state = ChatStreamState(
+        decoder = NDJSONDecoder()  # skips lines that are not JSON objects, counting them
+        state = self._state(request, lambda: decoder.skipped)
+        yield from self._stream(request, "/api/chat", body, decoder, state)
+
+    def _state(
+        self, request: ProviderRequest, skipped: Callable[[], int] | None = None
+    ) -> ChatStreamState:
+        return ChatStreamState(
             provider=self.name,
             model=request.model,
             url=self.base_url,
             redact=self._transport.redact,
+            skipped=skipped,
         )
-        handle = state.handle
-        decoder = NDJSONDecoder()  # skips lines that are not JSON objects, counting them
-        try:
-            with self._transport.open_stream(
-                "POST",
-                "/api/chat",
-                json_body=body,
-                cancel=request.cancel,
-                timeout=request.timeout,
-                model=request.model,
-                not_found="model",
-            ) as resp:
-                for item in resp.iter_decoded(decoder):
-                    events = handle(item)
-                    if state.terminal is not None:
-                        yield from map(self._transport.redact.event, events)
-                        break
-                    if events:
-                        yield from events
-        except Cancelled:
-            yield FinishEvent("cancelled")
-            return
-        except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
-            return
-        yield self._transport.redact.event(state.end(decoder.skipped))
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /api/chat`` with ``stream: false``.
@@ -235,56 +198,33 @@ class LocalProvider(BaseProvider):
             Cancelled: ``CANCELLED`` when ``request.cancel`` was set.
             OllmError: any other transport failure (``LLM_TIMEOUT``, ``LLM_HTTP_ERROR`` …).
         """
-        body = self._chat_body(request, stream=False)
-        with self._transport.open_stream(
-            "POST",
-            "/api/chat",
-            json_body=body,
-            cancel=request.cancel,
-            timeout=request.timeout,
-            model=request.model,
-            not_found="model",
-        ) as resp:
-            raw = resp.read_body()
-        state = ChatStreamState(
-            provider=self.name,
-            model=request.model,
-            url=self.base_url,
-            redact=self._transport.redact,
-        )
-        events: list[ProviderEvent] = []
-        for obj in _answer_objects(raw):
-            events += state.handle(obj)
-            if state.terminal is not None:
-                break
-        events.append(state.end())
-        return collect_result(list(map(self._transport.redact.event, events)))
+        raw = self._post_whole(request, "/api/chat", self._chat_body(request, stream=False))
+        return self._fold(self._state(request), _answer_objects(raw))
 
-    def count_tokens(self, request: ProviderRequest) -> int:
+    def count_tokens(
+        self, request: ProviderRequest, *, cancel: threading.Event | None = None
+    ) -> int:
         """Estimated tokens: ceil(characters / 4) (Ollama has no tokenizer endpoint)."""
         return approx_token_count(request)
 
     # ------------------------------------------------------------------ models
 
-    def list_models(self) -> list[ModelInfo]:
+    def list_models(self, *, cancel: threading.Event | None = None) -> list[ModelInfo]:
         """Installed models (``GET /api/tags``).
 
         Raises:
             ConnectionFailed: ``CONNECTION_FAILED``.
             BadResponse: ``LLM_BAD_RESPONSE`` for an answer without a model list.
         """
-        answer = self._transport.request_json("GET", "/api/tags")
+        answer = self._json("GET", "/api/tags", cancel=cancel)
         models = answer.get("models") if isinstance(answer, dict) else None
         if models is None and isinstance(answer, dict):
             return []
         if not isinstance(models, list):
-            raise BadResponse(
-                f"local at {self.base_url}: /api/tags answer has no 'models' list",
-                provider=self.name,
-            )
+            raise self._bad_response("/api/tags answer has no 'models' list")
         return [model_info_from_tag(m) for m in models]
 
-    def show_model(self, name: str) -> ModelInfo:
+    def show_model(self, name: str, *, cancel: threading.Event | None = None) -> ModelInfo:
         """Details of one model (``POST /api/show``, plus ``GET /api/ps`` when loaded).
 
         ``context_length`` is the window the server will use (see
@@ -296,10 +236,8 @@ class LocalProvider(BaseProvider):
             ConnectionFailed: ``CONNECTION_FAILED``.
             BadResponse: ``LLM_BAD_RESPONSE``.
         """
-        show = self._transport.request_json(
-            "POST", "/api/show", json_body={"model": name}, model=name, not_found="model"
-        )
-        loaded = None if self.num_ctx is not None else self._loaded_context(name)
+        show = self._json("POST", "/api/show", body={"model": name}, cancel=cancel, model=name)
+        loaded = None if self.num_ctx is not None else self._loaded_context(name, cancel)
         info = model_info_from_show(name, show, num_ctx=self.num_ctx, loaded_ctx=loaded)
         caps = capabilities_from_list(show.get("capabilities"), self.capabilities)
         with self._lock:
@@ -307,15 +245,15 @@ class LocalProvider(BaseProvider):
             self._caps_cache[name] = caps
         return info
 
-    def _loaded_context(self, name: str) -> int | None:
+    def _loaded_context(self, name: str, cancel: threading.Event | None) -> int | None:
         try:
-            ps = self._transport.request_json("GET", "/api/ps")
+            ps = self._json("GET", "/api/ps", cancel=cancel)
         except OllmError as exc:  # old servers have no /api/ps; the trained maximum remains
             logger.debug("local: /api/ps unavailable (%s)", exc.code)
             return None
         return ps_context_length(ps, name)
 
-    def context_length(self, model: str) -> int | None:
+    def context_length(self, model: str, *, cancel: threading.Event | None = None) -> int | None:
         """The context window the server will use for ``model`` (cached per instance).
 
         ``num_ctx`` when set; else the loaded window from ``/api/ps``; else the trained
@@ -327,12 +265,14 @@ class LocalProvider(BaseProvider):
         if model in self._context_cache:
             return self._context_cache[model]
         try:
-            return self.show_model(model).context_length
+            return self.show_model(model, cancel=cancel).context_length
         except OllmError as exc:
             logger.debug("local: no context length for %s (%s)", model, exc.code)
             return None
 
-    def model_capabilities(self, model: str) -> ProviderCapabilities:
+    def model_capabilities(
+        self, model: str, *, cancel: threading.Event | None = None
+    ) -> ProviderCapabilities:
         """What ``model`` can do, from ``/api/show``'s ``capabilities`` (cached per instance).
 
         ``tools`` → ``tool_calling``, ``vision`` → ``vision``, ``thinking`` → ``thinking``;
@@ -342,7 +282,7 @@ class LocalProvider(BaseProvider):
         if cached is not None:
             return cached
         try:
-            self.show_model(model)
+            self.show_model(model, cancel=cancel)
         except OllmError as exc:
             logger.debug("local: no capabilities for %s (%s)", model, exc.code)
             return capabilities_from_list(None, self.capabilities)
@@ -400,7 +340,7 @@ class LocalProvider(BaseProvider):
 
     def _pull_channel(self) -> Transport:
         if self._pull_transport is None:
-            t = self._timeouts
+            t = self._transport.timeouts
             self._pull_transport = Transport(
                 self.base_url,
                 provider=self.name,
@@ -413,7 +353,7 @@ class LocalProvider(BaseProvider):
             )
         return self._pull_transport
 
-    def delete_model(self, name: str) -> None:
+    def delete_model(self, name: str, *, cancel: threading.Event | None = None) -> None:
         """Delete an installed model (``DELETE /api/delete``).
 
         Raises:
@@ -421,13 +361,9 @@ class LocalProvider(BaseProvider):
             ConnectionFailed: ``CONNECTION_FAILED``.
         """
         try:
-            self._transport.request_json(
-                "DELETE",
-                "/api/delete",
-                json_body={"model": name},
-                model=name,
-                not_found="model",
-                allow_empty=True,
+            body = {"model": name}
+            self._json(
+                "DELETE", "/api/delete", body=body, cancel=cancel, model=name, allow_empty=True
             )
         except ModelNotFound as exc:
             raise ModelNotFound(
@@ -444,7 +380,13 @@ class LocalProvider(BaseProvider):
 
     # ------------------------------------------------------------------ embeddings
 
-    def embed(self, texts: list[str], model: str | None = None) -> EmbeddingResult:
+    def embed(
+        self,
+        texts: list[str],
+        model: str | None = None,
+        *,
+        cancel: threading.Event | None = None,
+    ) -> EmbeddingResult:
         """Embedding vectors for ``texts`` (``POST /api/embed``), in input order.
 
         Texts are sent ``embed_batch_size`` at a time.
@@ -461,56 +403,23 @@ class LocalProvider(BaseProvider):
                 "model='nomic-embed-text' (install it with `ollm-lite models pull "
                 "nomic-embed-text`)"
             )
-        given: Any = texts  # callers without type checking pass a bare string
-        if isinstance(given, str) or not all(isinstance(t, str) for t in given):
-            raise ConfigError("embed() takes a list of strings")
-        vectors: list[list[float]] = []
-        size = self.embed_batch_size
-        for start in range(0, len(texts), size):
-            batch = texts[start : start + size]
-            answer = self._transport.request_json(
-                "POST",
-                "/api/embed",
-                json_body={"model": model, "input": batch},
-                model=model,
-                not_found="model",
-            )
-            vectors.extend(embeddings_from(answer, len(batch), model=model, provider=self.name))
-        dims = {len(v) for v in vectors}
-        if len(dims) > 1:
-            raise BadResponse(
-                f"local: model {model!r} returned vectors of different sizes {sorted(dims)}",
-                provider=self.name,
-                model=model,
-            )
-        return EmbeddingResult(vectors=vectors, model=model, dimensions=dims.pop() if dims else 0)
+        name = model
+
+        def fetch(batch: list[str]) -> list[list[float]]:
+            body = {"model": name, "input": batch}
+            answer = self._json("POST", "/api/embed", body=body, cancel=cancel, model=name)
+            return embeddings_from(answer, len(batch), model=name, provider=self.name)
+
+        return self._embed_batches(texts, name, self.embed_batch_size, fetch)
 
     # ------------------------------------------------------------------ health
 
-    def health(self) -> HealthStatus:
+    def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
         """Whether Ollama answers ``GET /api/version``, with its version; never raises."""
-        started = time.perf_counter()
-        try:
-            with self._transport.open_stream("GET", "/api/version", retry=False) as resp:
-                raw = resp.read_body(64 * 1024)
-            latency = (time.perf_counter() - started) * 1000
-        except OllmError as exc:
-            return HealthStatus(
-                ok=False,
-                provider=self.name,
-                base_url=self.base_url,
-                checked_at=datetime.now(UTC),
-                latency_ms=None,
-                error=exc.to_info(),
-            )
-        return HealthStatus(
-            ok=True,
-            provider=self.name,
-            base_url=self.base_url,
-            checked_at=datetime.now(UTC),
-            latency_ms=latency,
-            version=_version_of(raw),
-        )
+        return super().health(cancel=cancel)
+
+    def _probe(self, cancel: threading.Event | None) -> str | None:
+        return version_of(self._get_raw("/api/version", cancel, 64 * 1024))
 
 
 def _answer_objects(raw: bytes) -> list[Any]:
@@ -534,12 +443,3 @@ def _answer_objects(raw: bytes) -> list[Any]:
             provider="local",
         )
     return items
-
-
-def _version_of(raw: bytes) -> str | None:
-    try:
-        obj = json.loads(raw)
-    except (ValueError, RecursionError):
-        return None
-    version = obj.get("version") if isinstance(obj, dict) else None
-    return version if isinstance(version, str) else None

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
@@ -136,37 +137,35 @@ class VllmProvider(OpenAICompatibleProvider):
             embed_batch_size=embed_batch_size,
         )
         self.options = options or VllmOptions()
-        self._version: list[tuple[int, ...] | None] = []  # empty until read
 
     # ------------------------------------------------------------------ version
 
-    def server_version(self) -> tuple[int, ...] | None:
+    def server_version(self, *, cancel: threading.Event | None = None) -> tuple[int, ...] | None:
         """The server's version from ``GET /version`` (read once; ``None`` when unknown).
 
         A failure to connect is not remembered (the next request asks again); an answer
         without a version is.
         """
-        if self._version:
-            return self._version[0]
-        with self._lock:
-            if self._version:
-                return self._version[0]
-            try:
-                answer = self._transport.request_json("GET", "/version")
-            except OllmError as exc:
-                logger.debug("vllm: /version unavailable (%s)", exc.code)
-                if exc.code == "CONNECTION_FAILED":
-                    return None
-                answer = None
-            version = answer.get("version") if isinstance(answer, dict) else None
-            parsed = parse_version(version)
-            self._version.append(parsed)
-            logger.debug("vllm at %s: version %s", self.base_url, version)
-            return parsed
+        try:
+            return self._once("vllm.version", lambda: self._read_version(cancel))
+        except OllmError:  # not connected or cancelled: ask again next time
+            return None
 
-    def _guided_style(self) -> str:
+    def _read_version(self, cancel: threading.Event | None) -> tuple[int, ...] | None:
+        try:
+            answer = self._json("GET", "/version", cancel=cancel)
+        except OllmError as exc:
+            logger.debug("vllm: /version unavailable (%s)", exc.code)
+            if exc.code in ("CONNECTION_FAILED", "CANCELLED"):
+                raise
+            answer = None
+        version = answer.get("version") if isinstance(answer, dict) else None
+        logger.debug("vllm at %s: version %s", self.base_url, version)
+        return parse_version(version)
+
+    def _guided_style(self, cancel: threading.Event | None) -> str:
         """``"structured"``, ``"guided"`` or ``"both"`` (version unknown)."""
-        version = self.server_version()
+        version = self.server_version(cancel=cancel)
         if version is None:
             return "both"
         return "structured" if version[:2] >= STRUCTURED_OUTPUTS_SINCE else "guided"
@@ -185,7 +184,7 @@ class VllmProvider(OpenAICompatibleProvider):
         body.update({k: v for k, v in typed.items() if k not in _GUIDED})
         guided = {k: v for k, v in {**typed, **extra}.items() if k in _GUIDED}
         if guided:
-            style = self._guided_style()
+            style = self._guided_style(request.cancel)
             if style in ("guided", "both"):
                 body.update({k: v for k, v in typed.items() if k in _GUIDED})
             if style in ("structured", "both") and "structured_outputs" not in extra:

@@ -188,7 +188,7 @@ def test_property_assistant_turn_round_trip(message: Message, signatures: dict[s
     answer = {"candidates": [{"content": content, "finishReason": "STOP"}]}
     fresh = (f"call_new{n}" for n in itertools.count())
     state = ChatStreamState(lambda: next(fresh))
-    events = [*state.handle(json.dumps(answer)), state.end()]
+    events = [*state.feed(json.dumps(answer)), *state.end()]
     result = collect_result(events)
     assert (result.content or "") == message.text
     assert result.finish_reason == ("tool_calls" if message.tool_calls else "stop")

@@ -367,10 +367,10 @@ def _events(objs: list[object]) -> list[object]:
     state = wire.ChatStreamState(model="m", url=URL)
     out: list[object] = []
     for obj in objs:
-        out += state.handle(obj)
+        out += state.feed(obj)
         if state.terminal is not None:
             break
-    return [*out, state.end()]
+    return [*out, *state.end()]
 
 
 DONE = {"message": {"role": "assistant", "content": ""}, "done": True}

@@ -29,6 +29,7 @@ from ollm_lite.providers import _openai_wire as wire
 from ollm_lite.providers.backends import BACKENDS, OPENAI_COMPATIBLE_BACKENDS
 from ollm_lite.providers.base import approx_token_count
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider, request_text
+from ollm_lite.streams import SSEEvent
 from ollm_lite.types import (
     FinishEvent,
     GenerationOptions,
@@ -723,8 +724,9 @@ def test_tool_call_assembler_keeps_first_id_and_name() -> None:
 
 def test_tool_call_without_name_is_an_error_event() -> None:
     state = wire.ChatStreamState()
-    state.handle(json.dumps({"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "x"}]}}]}))
-    state.handle("[DONE]")
+    fragment = {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "x"}]}}]}
+    state.feed(SSEEvent(data=json.dumps(fragment)))
+    state.feed(SSEEvent(data="[DONE]"))
     assert state.terminal is not None and state.terminal.type == "error"
 
 

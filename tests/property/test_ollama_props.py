@@ -287,13 +287,13 @@ def _run(chunks: list[bytes]) -> list[Any]:
     events: list[Any] = []
     try:
         for obj in iter_ndjson(chunks):
-            events += state.handle(obj)
+            events += state.feed(obj)
             if state.terminal is not None:
                 break
     except OllmError as exc:
         events.append(ErrorEvent(exc.to_info()))
         return events
-    events.append(state.end())
+    events += state.end()
     return events
 
 

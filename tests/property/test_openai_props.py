@@ -21,7 +21,7 @@ from hypothesis import given, settings, strategies as st
 from wire_strategies import arg_objects, json_values, names
 
 from ollm_lite.providers import _openai_wire as wire
-from ollm_lite.streams import SSEDecoder
+from ollm_lite.streams import SSEDecoder, SSEEvent
 from ollm_lite.types import (
     ErrorEvent,
     FinishEvent,
@@ -45,11 +45,10 @@ def feed(data_values: list[str]) -> list[ProviderEvent]:
     state = wire.ChatStreamState()
     out: list[ProviderEvent] = []
     for data in data_values:
-        out.extend(state.handle(data))
+        out.extend(state.feed(SSEEvent(data=data)))
         if state.terminal is not None:
             break
-    tail, terminal = state.end()
-    return [*out, *tail, terminal]
+    return [*out, *state.end()]
 
 
 def chunk_data(delta: dict[str, Any], finish: str | None = None) -> str:
@@ -212,7 +211,9 @@ def test_data_values_parse_exactly_as_json_loads(values: list[str]) -> None:
         with contextlib.suppress(ValueError):
             accepted.append(json.loads(value))
     state = wire.ChatStreamState()
-    texts = [e.value for v in values for e in state.handle(v) if isinstance(e, TextEvent)]
+    texts = [
+        e.value for v in values for e in state.feed(SSEEvent(data=v)) if isinstance(e, TextEvent)
+    ]
     contents = [obj["choices"][0]["delta"]["content"] for obj in accepted if "choices" in obj]
     expected = [c for c in contents if c]
     assert texts == expected

@@ -1,0 +1,221 @@
+"""The base of the backend strategies: :class:`Backend`, and what a backend may ask of its
+provider (:class:`BackendHost`). The table of backends is :mod:`~ollm_lite.providers.backends`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ..errors import BadResponse, HTTPStatusError, OllmError, UnsupportedOperation
+
+if TYPE_CHECKING:
+    from ..types import ModelInfo, ProviderCapabilities, ProviderRequest
+
+__all__ = [
+    "Backend",
+    "BackendHost",
+    "is_no_route",
+    "listed_context",
+    "positive_int",
+    "request_text",
+    "token_count",
+]
+
+#: How the key is sent: a header name, and whether its value gets the ``Bearer `` prefix.
+AuthHeader = tuple[str, bool]
+
+_BEARER: AuthHeader = ("Authorization", True)
+#: Statuses meaning "this server has no such route" (as opposed to "it failed").
+_NO_ROUTE = frozenset({404, 405, 501})
+
+T = TypeVar("T")
+
+
+class BackendHost(Protocol):
+    """What a backend may use of the provider that asks it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def base_url(self) -> str: ...
+
+    capabilities: ProviderCapabilities
+
+    def list_models(self, *, cancel: threading.Event | None = None) -> list[ModelInfo]: ...
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        cancel: threading.Event | None = None,
+        model: str | None = None,
+    ) -> Any:
+        """The decoded JSON answer of one request (``model``: a 404 means that model)."""
+        ...
+
+    def _once(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()`` once per provider (thread safe); a raised error is not remembered."""
+        ...
+
+    def _unsupported(self, what: str) -> UnsupportedOperation: ...
+
+
+def is_no_route(exc: OllmError) -> bool:
+    """Whether ``exc`` says the server has no such route (404, 405, 501)."""
+    return isinstance(exc, HTTPStatusError) and exc.status in _NO_ROUTE
+
+
+def positive_int(value: Any) -> int | None:
+    """``value`` when it is an integer above zero, else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def request_text(request: ProviderRequest) -> str:
+    """The text a tokenizer endpoint should count for ``request``.
+
+    The system prompt, every message's text, tool calls (name and arguments) and tool schemas,
+    one per line: the same material :func:`~ollm_lite.providers.base.approx_token_count`
+    measures.
+    """
+    pieces: list[str] = [request.system_prompt] if request.system_prompt else []
+    for message in request.messages:
+        if message.text:
+            pieces.append(message.text)
+        for call in message.tool_calls:
+            pieces.append(call.name)
+            pieces.append(call.arguments or json.dumps(call.args))
+    for schema in request.tools or ():
+        pieces.append(schema.name)
+        if schema.description:
+            pieces.append(schema.description)
+        if schema.parameters:
+            pieces.append(json.dumps(schema.parameters, separators=(",", ":")))
+    return "\n".join(pieces)
+
+
+def token_count(host: BackendHost, answer: Any, key: str, path: str) -> int:
+    """The count under ``key`` of a tokenizer's answer (a list of tokens counts its length).
+
+    Raises:
+        BadResponse: ``LLM_BAD_RESPONSE`` for an answer without a count.
+    """
+    value = answer.get(key) if isinstance(answer, dict) else None
+    if key == "tokens" and isinstance(value, list):
+        return len(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise BadResponse(
+        f"{host.name} at {host.base_url}: {path} answered without a token count",
+        provider=host.name,
+    )
+
+
+def listed_context(host: BackendHost, model: str, cancel: threading.Event | None) -> int | None:
+    """``/v1/models``' window for ``model`` (a LoRA adapter inherits its parent's)."""
+    models = {m.name: m for m in host.list_models(cancel=cancel)}
+    info = models.get(model)
+    if info is None and len(models) == 1:
+        info = next(iter(models.values()))  # single-model servers answer any name
+    if info is None:
+        return None
+    if info.context_length is None and isinstance(info.details.get("parent"), str):
+        parent = models.get(info.details["parent"])
+        return parent.context_length if parent is not None else None
+    return info.context_length
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Backend:
+    """What one OpenAI-compatible server needs from a client: its facts and its strategies.
+
+    The defaults are those of a plain OpenAI-compatible server: no tokenizer (the estimate
+    ceil(characters / 4)), no context length, the provider's own capabilities.
+
+    Attributes:
+        name: The preset's name (``backend=`` of the provider).
+        title: Human name for messages.
+        default_base_url: Where the server listens out of the box.
+        aliases: Other names the configuration accepts for this preset.
+        auth_headers: Headers that carry the API key (all are sent).
+        include_usage: Whether ``stream_options: {"include_usage": true}`` is sent.
+        health_path: What ``health()`` asks (a backend-specific route, else ``/v1/models``).
+        version_path: Where the server's version is read, or ``None``.
+        repeat_penalty_key: Body key for ``GenerationOptions.repeat_penalty``.
+        tool_calling: Whether tool calling is known to work (``None``: depends on the model).
+        thinking: Whether reasoning deltas can arrive (``None``: unknown).
+        embeddings: Whether ``/v1/embeddings`` exists.
+        guided_decoding: Whether vLLM-style guided decoding is available.
+        quirks: Known stream quirks, for the reader (the parser tolerates all of them anyway).
+        source: Where the facts of this row come from.
+    """
+
+    name: str
+    title: str
+    default_base_url: str
+    aliases: tuple[str, ...] = ()
+    auth_headers: tuple[AuthHeader, ...] = (_BEARER,)
+    include_usage: bool = True
+    health_path: str = "/v1/models"
+    version_path: str | None = None
+    repeat_penalty_key: str = "repeat_penalty"
+    tool_calling: bool | None = None
+    thinking: bool | None = None
+    embeddings: bool = True
+    guided_decoding: bool = False
+    quirks: str = ""
+    source: str = ""
+
+    #: Whether the server has a tokenizer endpoint (``capabilities.token_counting``).
+    token_counting = False
+
+    def auth(self, api_key: str | None) -> dict[str, str]:
+        """The headers that carry ``api_key`` (none without a key)."""
+        if not api_key:
+            return {}
+        return {
+            name: f"Bearer {api_key}" if bearer else api_key for name, bearer in self.auth_headers
+        }
+
+    def count_tokens(
+        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
+    ) -> int:
+        """Tokens ``request`` uses (the default: ceil(characters / 4))."""
+        from .base import approx_token_count
+
+        return approx_token_count(request)
+
+    def context_length(
+        self, host: BackendHost, model: str, cancel: threading.Event | None
+    ) -> int | None:
+        """The window the server runs ``model`` with (the default: the server does not say).
+
+        Raises:
+            OllmError: when asking failed (the provider does not remember a failure).
+        """
+        return None
+
+    def model_capabilities(
+        self,
+        host: BackendHost,
+        model: str,
+        base: ProviderCapabilities,
+        cancel: threading.Event | None,
+    ) -> ProviderCapabilities:
+        """What ``model`` can do where the server says (the default: ``base``).
+
+        Raises:
+            OllmError: when asking failed (the provider then answers ``base``).
+        """
+        return base
+
+    def annotate_models(
+        self, host: BackendHost, models: list[ModelInfo], cancel: threading.Event | None
+    ) -> None:
+        """Complete ``/v1/models`` entries with what the server tells elsewhere."""

@@ -1,0 +1,350 @@
+"""What every HTTP provider shares: :class:`HTTPProvider` and the :class:`WireState` protocol.
+
+A provider is a wire (an I/O-free module turning requests into bodies and decoded stream items
+into events) plus this base, which owns the I/O: one :class:`~ollm_lite.transport.Transport`,
+the stream skeleton (:meth:`HTTPProvider._stream`) that every ``chat_stream`` runs, the fold of
+a whole answer (:meth:`HTTPProvider._fold`), the health probe, batched embeddings, the
+validation of the constructor arguments every provider takes, and a thread-safe
+once-per-instance memo for what a provider finds out about its server.
+
+Every wire's stream state implements :class:`WireState` the same way, so the skeleton's
+promises hold for all of them: exactly one terminal event (``FinishEvent`` or ``ErrorEvent``)
+ends every stream; text already yielded stays valid when an error ends it; a set ``cancel`` ends
+it with ``FinishEvent("cancelled")``; closing the generator early releases the connection; an
+error a server reports inside a 200 stream is redacted like one in an error status.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol, TypeVar
+
+from ..errors import BadResponse, Cancelled, ConfigError, OllmError
+from ..transport import RetryPolicy, Timeouts, Transport
+from ..types import (
+    ChatResult,
+    EmbeddingResult,
+    ErrorEvent,
+    ErrorInfo,
+    FinishEvent,
+    HealthStatus,
+    ProviderEvent,
+    ProviderRequest,
+)
+from .base import BaseProvider, collect_result
+
+__all__ = ["HTTPProvider", "WireState", "check_positive_int", "check_retries", "version_of"]
+
+T = TypeVar("T")
+
+
+class WireState(Protocol):
+    """The events of one answer, built from its decoded stream items (I/O free).
+
+    :meth:`feed` is called with every decoded item in order and returns the events the item
+    completes (never a terminal one). Once :attr:`terminal` is set, nothing more needs to be
+    read. :meth:`end` is called exactly once, after the last item (or after the read stopped
+    because ``terminal`` was set) and returns the remaining events, the terminal event last.
+    """
+
+    @property
+    def terminal(self) -> FinishEvent | ErrorEvent | None:
+        """The event that ended the answer, once the stream has said so."""
+        ...
+
+    def feed(self, item: Any) -> Sequence[ProviderEvent]:
+        """The non-terminal events that ``item`` completes."""
+        ...
+
+    def end(self) -> Sequence[ProviderEvent]:
+        """The remaining events, ending with exactly one ``FinishEvent`` or ``ErrorEvent``."""
+        ...
+
+
+class Decoder(Protocol):
+    """A stream decoder (:mod:`ollm_lite.streams`): bytes in, items out."""
+
+    def feed(self, chunk: bytes) -> Iterable[Any]: ...
+
+    def flush(self) -> Iterable[Any]: ...
+
+
+def check_retries(retries: Any) -> None:
+    """Raises ``CONFIG_INVALID`` unless ``retries`` is ``None`` or an integer >= 0."""
+    if retries is not None and (
+        not isinstance(retries, int) or isinstance(retries, bool) or retries < 0
+    ):
+        raise ConfigError(f"retries must be an integer >= 0, got {retries!r}")
+
+
+def check_positive_int(name: str, value: Any, *, optional: bool = False) -> None:
+    """Raises ``CONFIG_INVALID`` unless ``value`` is an integer above zero (or ``None``)."""
+    if optional and value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
+def version_of(raw: bytes) -> str | None:
+    """``version`` of a JSON answer (health probes), or ``None``."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    version = obj.get("version") if isinstance(obj, dict) else None
+    return version if isinstance(version, str) else None
+
+
+class HTTPProvider(BaseProvider):
+    """The base of the built-in HTTP providers (Ollama, OpenAI-compatible, vLLM, Gemini).
+
+    Subclasses call :meth:`_connect` from their constructor, build bodies with their wire, and
+    run :meth:`_stream` / :meth:`_fold`; they implement :meth:`_probe` for :meth:`health`.
+    """
+
+    _transport: Transport
+
+    def _connect(
+        self,
+        url: str,
+        *,
+        headers: dict[str, str],
+        secret: str | None,
+        timeout: float | Timeouts | None,
+        retries: int | None,
+        start_hint: str,
+        model_hint: str,
+    ) -> None:
+        """Validate the shared arguments and open the transport.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` for bad ``retries`` or a bad URL.
+        """
+        check_retries(retries)
+        self._transport = Transport(
+            url,
+            provider=self.name,
+            headers=headers,
+            secrets=[secret] if secret else [],
+            timeouts=Timeouts.of(timeout),
+            retry=RetryPolicy() if retries is None else RetryPolicy(retries=retries),
+            start_hint=start_hint,
+            model_hint=model_hint,
+        )
+        self._lock = threading.Lock()
+        self._memo: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The server root every request goes to."""
+        return self._transport.base_url
+
+    def close(self) -> None:
+        """Close pooled connections (the provider stays usable)."""
+        self._transport.close()
+
+    def _once(self, key: str, compute: Callable[[], T]) -> T:
+        """``compute()`` once per instance (thread safe); a raised error is not remembered."""
+        if key in self._memo:
+            return self._memo[key]  # type: ignore[no-any-return]
+        with self._lock:
+            if key not in self._memo:
+                self._memo[key] = compute()
+            return self._memo[key]  # type: ignore[no-any-return]
+
+    def _json(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        cancel: threading.Event | None = None,
+        model: str | None = None,
+        params: dict[str, str] | None = None,
+        allow_empty: bool = False,
+    ) -> Any:
+        """The decoded JSON answer of one request; with ``model``, a 404 means that model."""
+        return self._transport.request_json(
+            method,
+            path,
+            json_body=body,
+            params=params,
+            cancel=cancel,
+            model=model,
+            not_found="model" if model is not None else "route",
+            allow_empty=allow_empty,
+        )
+
+    def _bad_response(self, message: str, *, model: str | None = None) -> BadResponse:
+        """``LLM_BAD_RESPONSE`` naming this provider and its server, secrets masked."""
+        text = self._transport.redact(f"{self.name} at {self.base_url}: {message}")
+        return BadResponse(text, provider=self.name, model=model)
+
+    # ------------------------------------------------------------------ chat
+
+    def _stream(
+        self,
+        request: ProviderRequest,
+        path: str,
+        body: dict[str, Any],
+        decoder: Decoder,
+        state: WireState,
+        *,
+        params: dict[str, str] | None = None,
+    ) -> Iterator[ProviderEvent]:
+        """``POST path`` and the events of its streamed answer, read with ``decoder`` into
+        ``state``: the skeleton of every ``chat_stream``.
+
+        Transport failures before or during the stream end it with their ``ErrorEvent``; a
+        set ``request.cancel`` ends it with ``FinishEvent("cancelled")``.
+        """
+        feed = state.feed
+        try:
+            with self._transport.open_stream(
+                "POST",
+                path,
+                params=params,
+                json_body=body,
+                cancel=request.cancel,
+                timeout=request.timeout,
+                model=request.model,
+                not_found="model",
+            ) as resp:
+                for item in resp.iter_decoded(decoder):
+                    out = feed(item)
+                    if out:
+                        yield from out
+                    if state.terminal is not None:
+                        break
+        except Cancelled:
+            if state.terminal is None:
+                yield FinishEvent("cancelled")
+                return
+        except OllmError as exc:
+            if state.terminal is None:
+                yield ErrorEvent(exc.to_info())
+                return
+        finally:
+            self._stream_ended(state)
+        yield from map(self._transport.redact.event, state.end())
+
+    def _stream_ended(self, state: Any) -> None:
+        """Called once a stream is over, however it ended (for what a wire learnt)."""
+
+    def _fold(
+        self,
+        state: WireState,
+        items: Iterable[Any],
+        feed: Callable[[Any], Sequence[ProviderEvent]] | None = None,
+    ) -> ChatResult:
+        """The result of a whole answer's ``items`` fed to ``state`` (by ``feed``, default
+        ``state.feed``), as :meth:`_stream` would have yielded it.
+
+        Raises:
+            OllmError: the error the answer carried.
+        """
+        feed = feed or state.feed
+        events: list[ProviderEvent] = []
+        for item in items:
+            events += feed(item)
+            if state.terminal is not None:
+                break
+        self._stream_ended(state)
+        events += map(self._transport.redact.event, state.end())
+        return collect_result(events)
+
+    def _post_whole(self, request: ProviderRequest, path: str, body: dict[str, Any]) -> bytes:
+        """The raw body of a non-streamed answer to ``POST path``."""
+        with self._transport.open_stream(
+            "POST",
+            path,
+            json_body=body,
+            cancel=request.cancel,
+            timeout=request.timeout,
+            model=request.model,
+            not_found="model",
+        ) as resp:
+            return resp.read_body()
+
+    # ------------------------------------------------------------------ health
+
+    def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
+        """Whether the server answers, with its version where it says; never raises."""
+        started = time.perf_counter()
+        try:
+            version = self._probe(cancel)
+        except OllmError as exc:
+            return self._health_status(False, None, error=self._health_error(exc))
+        latency = (time.perf_counter() - started) * 1000
+        return self._health_status(True, latency, version=version)
+
+    def _probe(self, cancel: threading.Event | None) -> str | None:
+        """Ask the server whether it is up; its version, where it says.
+
+        Raises:
+            OllmError: when it is not.
+        """
+        raise NotImplementedError
+
+    def _health_error(self, exc: OllmError) -> ErrorInfo:
+        return exc.to_info()
+
+    def _health_status(
+        self,
+        ok: bool,
+        latency: float | None,
+        *,
+        version: str | None = None,
+        error: ErrorInfo | None = None,
+    ) -> HealthStatus:
+        return HealthStatus(
+            ok=ok,
+            provider=self.name,
+            base_url=self.base_url,
+            checked_at=datetime.now(UTC),
+            latency_ms=latency,
+            version=version,
+            error=error,
+        )
+
+    def _get_raw(self, path: str, cancel: threading.Event | None, limit: int) -> bytes:
+        """At most ``limit`` bytes of ``GET path``, without retries (for health probes)."""
+        with self._transport.open_stream("GET", path, retry=False, cancel=cancel) as resp:
+            return resp.read_body(limit)
+
+    # ------------------------------------------------------------------ embeddings
+
+    def _embed_batches(
+        self,
+        texts: list[str],
+        model: str,
+        batch_size: int,
+        fetch: Callable[[list[str]], list[list[float]]],
+    ) -> EmbeddingResult:
+        """Vectors for ``texts`` in input order, ``fetch`` asked ``batch_size`` texts at once.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when ``texts`` is not a list of strings.
+            BadResponse: ``LLM_BAD_RESPONSE`` for vectors of different sizes.
+        """
+        given: Any = texts  # callers without type checking pass a bare string
+        if isinstance(given, str) or not all(isinstance(t, str) for t in given):
+            raise ConfigError("embed() takes a list of strings")
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), batch_size):
+            vectors.extend(fetch(texts[start : start + batch_size]))
+        dims = {len(v) for v in vectors}
+        if len(dims) > 1:
+            raise BadResponse(
+                f"{self.name}: model {model!r} returned vectors of different sizes {sorted(dims)}",
+                provider=self.name,
+                model=model,
+            )
+        return EmbeddingResult(vectors=vectors, model=model, dimensions=dims.pop() if dims else 0)

@@ -1,0 +1,173 @@
+"""The llama.cpp backend: one strategy for llama.cpp's ``llama-server`` and llama-cpp-python.
+
+Both servers answer the ``llamacpp`` preset, and which one is there is found out once per
+provider (thread safe, never configured by hand): ``GET /props`` answers on the native
+``llama-server`` (exact prompt counts through ``/v1/chat/completions/input_tokens`` or
+``/tokenize``, the running window from ``/props``), ``POST /extras/tokenize/count`` on
+llama-cpp-python's server (its count; the window only where ``/v1/models`` reports it).
+Sources: llama.cpp ``tools/server/README.md``; llama-cpp-python ``llama_cpp/server/app.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import OllmError
+from ._backend_base import (
+    Backend,
+    BackendHost,
+    is_no_route,
+    listed_context,
+    positive_int,
+    request_text,
+    token_count,
+)
+
+if TYPE_CHECKING:
+    from ..types import ModelInfo, ProviderCapabilities, ProviderRequest
+
+__all__ = ["LlamaCpp", "LlamaCppServer"]
+
+logger = logging.getLogger(__name__)
+
+_INPUT_TOKENS = "/v1/chat/completions/input_tokens"
+
+
+@dataclass(slots=True)
+class LlamaCppServer:
+    """What a llama.cpp-family server turned out to be (found once per provider)."""
+
+    flavour: Literal["native", "python", "other"]
+    """``native`` llama-server, llama-cpp-python's ``python`` server, or ``other``."""
+    props: dict[str, Any] | None = None
+    """The native server's ``GET /props`` answer."""
+    input_tokens: bool | None = None
+    """Whether ``/v1/chat/completions/input_tokens`` exists (native; ``None``: not tried)."""
+
+    def window(self) -> int | None:
+        """``/props`` ``default_generation_settings.n_ctx``: the ``-c`` the server runs with."""
+        settings = (self.props or {}).get("default_generation_settings")
+        return positive_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+
+class LlamaCpp(Backend):
+    """llama.cpp's ``llama-server`` or llama-cpp-python's server, told apart per provider."""
+
+    __slots__ = ()
+    token_counting = True
+
+    def server(self, host: BackendHost, cancel: threading.Event | None) -> LlamaCppServer:
+        """Which llama.cpp server answers, found once per provider.
+
+        A server that is still loading (503) or unreachable is not remembered: the error
+        propagates and the next call asks again.
+        """
+        return host._once("llamacpp.server", lambda: self._discover(host, cancel))
+
+    def _discover(self, host: BackendHost, cancel: threading.Event | None) -> LlamaCppServer:
+        try:
+            props = host._json("GET", "/props", cancel=cancel)
+        except OllmError as exc:
+            if not is_no_route(exc):
+                raise
+            props = None
+        if isinstance(props, dict):
+            found = LlamaCppServer("native", props)
+        else:
+            try:
+                host._json("POST", "/extras/tokenize/count", body={"input": ""}, cancel=cancel)
+            except OllmError as exc:
+                if not is_no_route(exc):
+                    raise
+                found = LlamaCppServer("other")
+            else:
+                found = LlamaCppServer("python")
+        logger.debug("%s at %s: llama.cpp flavour %s", host.name, host.base_url, found.flavour)
+        if found.flavour == "other":
+            host.capabilities = replace(host.capabilities, token_counting=False)
+        return found
+
+    def _window(self, host: BackendHost, cancel: threading.Event | None) -> int | None:
+        try:
+            return self.server(host, cancel).window()
+        except OllmError as exc:
+            logger.debug("%s: llama.cpp discovery failed (%s)", host.name, exc.code)
+            return None
+
+    def count_tokens(
+        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
+    ) -> int:
+        """The native server counts the whole templated prompt (``input_tokens``, else
+        ``/tokenize`` over the text); llama-cpp-python uses ``/extras/tokenize/count``.
+
+        Raises:
+            UnsupportedOperation: when the server turned out to have no tokenizer route.
+        """
+        found = self.server(host, cancel)
+        if found.flavour == "python":
+            path = "/extras/tokenize/count"
+            answer = host._json("POST", path, body={"input": request_text(request)}, cancel=cancel)
+            return token_count(host, answer, "count", path)
+        if found.flavour == "other":
+            raise host._unsupported(
+                f"token counting at {host.base_url} (no /props, /tokenize or /extras/tokenize)"
+            )
+        if found.input_tokens is not False:
+            from ._openai_wire import chat_body
+
+            try:
+                body = chat_body(request, self, stream=False, extend_extra=False)
+                answer = host._json("POST", _INPUT_TOKENS, body=body, cancel=cancel)
+            except OllmError as exc:
+                if not is_no_route(exc):
+                    raise
+                found.input_tokens = False  # an older build: count the text instead
+            else:
+                found.input_tokens = True
+                return token_count(host, answer, "input_tokens", "input_tokens")
+        body = {"content": request_text(request), "add_special": True}
+        answer = host._json("POST", "/tokenize", body=body, cancel=cancel)
+        return token_count(host, answer, "tokens", "/tokenize")
+
+    def context_length(
+        self, host: BackendHost, model: str, cancel: threading.Event | None
+    ) -> int | None:
+        """The native server's running window from ``/props`` (not the trained maximum);
+        llama-cpp-python's ``/v1/models`` ``meta.n_ctx`` where present."""
+        found = self.server(host, cancel)  # a failure propagates: nothing is remembered
+        window = found.window()
+        return window if window is not None else listed_context(host, model, cancel)
+
+    def model_capabilities(
+        self,
+        host: BackendHost,
+        model: str,
+        base: ProviderCapabilities,
+        cancel: threading.Event | None,
+    ) -> ProviderCapabilities:
+        """The chat template's tool support and the vision modality from ``/props``."""
+        props = self.server(host, cancel).props or {}
+        base = host.capabilities  # discovery may have changed it
+        caps = props.get("chat_template_caps")
+        modalities = props.get("modalities")
+        tools = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
+        vision = modalities.get("vision") if isinstance(modalities, dict) else None
+        return replace(
+            base,
+            tool_calling=tools if isinstance(tools, bool) else base.tool_calling,
+            vision=vision if isinstance(vision, bool) else base.vision,
+        )
+
+    def annotate_models(
+        self, host: BackendHost, models: list[ModelInfo], cancel: threading.Event | None
+    ) -> None:
+        """The native server's running window as every model's ``context_length``."""
+        window = self._window(host, cancel)
+        if window is None:
+            return
+        for info in models:
+            info.context_length = window
+            info.details["context_length_source"] = "props.n_ctx"
