@@ -37,9 +37,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ._cancel_scope import cancel_scope
 from .errors import ConfigError, OllmError, ProviderNotFound
-from .providers.base import ProviderAdapter
+from .providers.base import ProviderAdapter, call_with_cancel
 from .react import STOP_SEQUENCES, ReActToolHandler
 from .registry import ProviderRegistry
 from .tokens import TokenCounter
@@ -324,8 +323,7 @@ class _Loop:
         schemas = self.tools.schemas() if self.tools is not None and len(self.tools) else []
         react = None
         if schemas:
-            with cancel_scope(cancel):  # may ask the server (Ollama: /api/show)
-                native = self._native(adapter, model)
+            native = self._native(adapter, model, cancel)  # may ask the server
             if not native:
                 react = ReActToolHandler(schemas)
         corrections = 0
@@ -339,8 +337,8 @@ class _Loop:
                 return
             number += 1
             request = self._request(model, schemas, react)
-            with cancel_scope(cancel):  # the window and a tokenizer may be asked over HTTP
-                check = self.client._counter(adapter).check(request)
+            # the window and a tokenizer may be asked over HTTP
+            check = self.client._counter(adapter).check(request, cancel=cancel)
             if cancel.is_set():  # those calls fall back quietly when cancelled
                 yield self._finish("cancelled")
                 return
@@ -451,14 +449,16 @@ class _Loop:
             raise ConfigError("no model given: pass model= to ChatClient or to chat()")
         return self.model
 
-    def _native(self, adapter: ProviderAdapter, model: str) -> bool:
+    def _native(self, adapter: ProviderAdapter, model: str, cancel: threading.Event | None) -> bool:
         if self.tool_mode == "native":
             return True
         if self.tool_mode == "react":
             return False
         known: bool | None = None
         try:
-            known = adapter.model_capabilities(model).tool_calling
+            known = call_with_cancel(
+                adapter, "model_capabilities", model, cancel=cancel
+            ).tool_calling
         except (OllmError, AttributeError, NotImplementedError):
             known = None  # a custom adapter may not implement the optional methods
         if known is None:

@@ -57,6 +57,7 @@ from urllib.parse import urlsplit
 
 from ._http_errors import _Redactor, _unsendable
 from .errors import ConfigError
+from .providers.backends import BACKENDS as BACKEND_TABLE, OPENAI_COMPATIBLE_BACKENDS
 
 __all__ = [
     "BACKENDS",
@@ -81,20 +82,21 @@ logger = logging.getLogger(__name__)
 #: The provider enum, in display order.
 PROVIDERS: tuple[str, ...] = ("local", "vllm", "openai-compatible", "gemini")
 
-#: ``openai-compatible`` backends (``backend =``).
-BACKENDS: tuple[str, ...] = ("lmstudio", "localai", "kobold", "llamacpp", "generic")
+#: ``openai-compatible`` backends (``backend =``), from the one backend table.
+BACKENDS: tuple[str, ...] = OPENAI_COMPATIBLE_BACKENDS
 
-#: Accepted alias → (canonical provider, backend preset or ``None``).
+#: Accepted alias → (canonical provider, backend preset or ``None``); every backend preset
+#: (but ``generic``) is an alias under its own name and its other names.
 PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
     "ollama": ("local", None),
     "openai_compatible": ("openai-compatible", None),
     "openai-compat": ("openai-compatible", None),
-    "lmstudio": ("openai-compatible", "lmstudio"),
-    "localai": ("openai-compatible", "localai"),
-    "kobold": ("openai-compatible", "kobold"),
-    "koboldcpp": ("openai-compatible", "kobold"),
-    "llamacpp": ("openai-compatible", "llamacpp"),
-    "llama.cpp": ("openai-compatible", "llamacpp"),
+    **{
+        alias: ("openai-compatible", name)
+        for name in OPENAI_COMPATIBLE_BACKENDS
+        if name != "generic"
+        for alias in (name, *BACKEND_TABLE[name].aliases)
+    },
     "google": ("gemini", None),
 }
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ProviderNotFound
+from .providers.backends import OPENAI_COMPATIBLE_BACKENDS
 from .providers.base import ProviderAdapter
 
 if TYPE_CHECKING:
@@ -32,8 +33,8 @@ __all__ = ["OPENAI_COMPATIBLE_PRESETS", "ProviderRegistry", "default_registry"]
 
 Factory = Callable[[], ProviderAdapter]
 
-#: Aliases of ``openai-compatible`` that select a backend preset.
-OPENAI_COMPATIBLE_PRESETS = ("lmstudio", "localai", "kobold", "llamacpp")
+#: Aliases of ``openai-compatible`` that select a backend preset (every preset but ``generic``).
+OPENAI_COMPATIBLE_PRESETS = tuple(b for b in OPENAI_COMPATIBLE_BACKENDS if b != "generic")
 
 
 class ProviderRegistry:

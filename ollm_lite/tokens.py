@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .errors import ConfigError
-from .providers.base import ProviderAdapter, approx_token_count
+from .providers.base import ProviderAdapter, approx_token_count, call_with_cancel
 from .types import ProviderRequest
 
 __all__ = ["TokenCheck", "TokenCounter", "estimate_tokens"]
@@ -115,12 +115,16 @@ class TokenCounter:
         self._cache: dict[str, int | None] = {}
         self._lock = threading.Lock()
 
-    def count(self, request: ProviderRequest) -> tuple[int, bool]:
+    def count(
+        self, request: ProviderRequest, *, cancel: threading.Event | None = None
+    ) -> tuple[int, bool]:
         """Tokens ``request`` uses.
 
         The provider's ``count_tokens`` when its capabilities say it has a tokenizer; the
         estimate (ceil(characters / 4), at least 1) when it has none, fails, or answers
         something other than a positive integer (no real request is zero tokens long).
+        ``cancel`` is passed to a provider whose ``count_tokens`` takes it: setting it
+        interrupts the call (the estimate is used then).
 
         Returns:
             ``(tokens, exact)``; ``exact`` is ``True`` when the provider counted.
@@ -128,7 +132,7 @@ class TokenCounter:
         capabilities = getattr(self.provider, "capabilities", None)  # a minimal custom adapter
         if getattr(capabilities, "token_counting", False):
             try:
-                counted = self.provider.count_tokens(request)
+                counted = call_with_cancel(self.provider, "count_tokens", request, cancel=cancel)
             except Exception as exc:  # OllmError mostly; a tokenizer failing must not stop a chat
                 logger.debug(
                     "%s: token counting failed (%s); using the estimate",
@@ -141,11 +145,12 @@ class TokenCounter:
                 logger.debug("%s: token count %r ignored", self.provider.name, counted)
         return max(1, approx_token_count(request)), False
 
-    def limit(self, model: str) -> int:
+    def limit(self, model: str, *, cancel: threading.Event | None = None) -> int:
         """The context window of ``model`` in tokens.
 
         Explicit ``context_limits`` first, then ``provider.context_length(model)`` (asked once
-        per model; a failure is ignored and asked again next time), then ``default_limit``.
+        per model; a failure or a cancelled call is ignored and asked again next time), then
+        ``default_limit``. ``cancel`` is passed to a provider whose ``context_length`` takes it.
         """
         explicit = self.context_limits.get(model)
         if explicit is not None:
@@ -154,12 +159,12 @@ class TokenCounter:
             known = model in self._cache
             cached = self._cache.get(model)
         if not known:
-            cached = self._ask_provider(model)
+            cached = self._ask_provider(model, cancel)
         return cached if cached is not None else self.default_limit
 
-    def _ask_provider(self, model: str) -> int | None:
+    def _ask_provider(self, model: str, cancel: threading.Event | None) -> int | None:
         try:
-            length = self.provider.context_length(model)
+            length = call_with_cancel(self.provider, "context_length", model, cancel=cancel)
         except Exception as exc:  # unreachable server, unsupported: fall back, retry later
             logger.debug(
                 "%s: context length of %s unknown (%s)",
@@ -169,18 +174,25 @@ class TokenCounter:
             )
             return None
         value = length if _positive_int(length) else None
+        if cancel is not None and cancel.is_set():
+            return value  # perhaps cut short: not remembered
         with self._lock:
             self._cache[model] = value
         return value
 
-    def check(self, request: ProviderRequest) -> TokenCheck:
+    def check(
+        self, request: ProviderRequest, *, cancel: threading.Event | None = None
+    ) -> TokenCheck:
         """Count ``request`` and compare it with its model's window.
+
+        ``cancel`` interrupts the provider calls this may make (see :meth:`count`).
 
         Returns:
             A :class:`TokenCheck`; ``warning`` and ``exceeded`` say what the runtime must do.
         """
-        tokens, exact = self.count(request)
-        check = TokenCheck(tokens=tokens, limit=self.limit(request.model), exact=exact)
+        tokens, exact = self.count(request, cancel=cancel)
+        limit = self.limit(request.model, cancel=cancel)
+        check = TokenCheck(tokens=tokens, limit=limit, exact=exact)
         logger.debug(
             "%s/%s: %d of %d tokens (%s)",
             self.provider.name,

@@ -15,9 +15,7 @@ streamed ones. Around every request it adds:
   server's own message, never its whole body;
 * cancellation through a ``threading.Event``: a small watcher thread per request shuts the
   socket down when the event is set (or the deadline passes), which interrupts a read that is
-  blocked on a silent server. A cancel already set sends nothing. Calls whose signature has no
-  ``cancel`` argument (``context_length(model)`` …) are reached through :func:`cancel_scope`,
-  an ambient event every request inside the block obeys;
+  blocked on a silent server. A cancel already set sends nothing;
 * redaction: API keys never appear in errors or logs, and custom auth headers are dropped when a
   redirect leaves the host.
 
@@ -53,7 +51,6 @@ from urllib3.util.connection import allowed_gai_family
 from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
 from . import __version__
-from ._cancel_scope import ambient_cancel_events, cancel_scope
 from ._http_errors import _Redactor, _unsendable, error_for_status, parse_retry_after
 from .errors import (
     BadResponse,
@@ -70,7 +67,6 @@ __all__ = [
     "StreamResponse",
     "Timeouts",
     "Transport",
-    "cancel_scope",
     "error_for_status",
     "normalize_base_url",
     "parse_retry_after",
@@ -209,41 +205,7 @@ def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
 # --------------------------------------------------------------------------- cancellation
 
 
-class _AnyEvent:
-    """Set as soon as one of several events is set (a request's own and the ambient ones).
-
-    Polled, like the watcher, so watching several events adds no thread.
-    """
-
-    __slots__ = ("_events",)
-
-    def __init__(self, events: tuple[threading.Event, ...]) -> None:
-        self._events = events
-
-    def is_set(self) -> bool:
-        return any(event.is_set() for event in self._events)
-
-    def wait(self, timeout: float) -> bool:
-        end = time.monotonic() + timeout
-        first = self._events[0]
-        while not self.is_set():
-            left = end - time.monotonic()
-            if left <= 0:
-                return False
-            first.wait(min(left, _CANCEL_POLL_S))
-        return True
-
-
-_CancelFlag = threading.Event | _AnyEvent
-
-
-def _effective_cancel(cancel: threading.Event | None) -> _CancelFlag | None:
-    """``cancel`` combined with the events of the enclosing :func:`cancel_scope` blocks."""
-    ambient = ambient_cancel_events()
-    if not ambient:
-        return cancel
-    events = ambient if cancel is None or cancel in ambient else (cancel, *ambient)
-    return events[0] if len(events) == 1 else _AnyEvent(events)
+_CancelFlag = threading.Event
 
 
 class _Scope:
@@ -899,8 +861,7 @@ class Transport:
             json_body: JSON body.
             params: Query parameters.
             headers: Extra headers for this request.
-            cancel: Setting it interrupts the request at any point. The events of the
-                enclosing :func:`cancel_scope` blocks are watched as well.
+            cancel: Setting it interrupts the request at any point.
             timeout: Total deadline in seconds (``None``: the transport default).
             model: Model name for messages and ``MODEL_NOT_FOUND``.
             not_found: Whether a 404 means the model (``"model"``) or the route is missing.
@@ -919,7 +880,7 @@ class Transport:
             else Timeouts(self.timeouts.connect, self.timeouts.idle, timeout)
         )
         deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
-        flag = _effective_cancel(cancel)
+        flag = cancel
         url = self.url(path)
         body = None
         req_headers = dict(headers or {})

@@ -9,9 +9,11 @@ implement the protocol from scratch.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
@@ -42,6 +44,7 @@ __all__ = [
     "BaseProvider",
     "ProviderAdapter",
     "approx_token_count",
+    "call_with_cancel",
     "collect_result",
     "env_api_key",
     "request_chars",
@@ -98,6 +101,47 @@ class ProviderAdapter(Protocol):
     def health(self) -> HealthStatus: ...
 
     def model_capabilities(self, model: str) -> ProviderCapabilities: ...
+
+
+#: (adapter class, method name) → whether that method takes ``cancel=``.
+_TAKES_CANCEL: dict[tuple[type, str], bool] = {}
+
+
+def _takes_cancel(method: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (some builtins): do not guess
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == "cancel" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        for p in parameters
+    )
+
+
+def call_with_cancel(
+    adapter: Any, method_name: str, *args: Any, cancel: threading.Event | None
+) -> Any:
+    """``adapter.<method_name>(*args, cancel=cancel)`` where that method takes ``cancel``, else
+    without it (adapters written before ``cancel=`` existed keep working).
+
+    The signature is read once per adapter class and method (per call for a method set on
+    the instance). ``cancel=None`` is never passed: the call is then exactly the plain one.
+    """
+    method = getattr(adapter, method_name)
+    if cancel is None:
+        return method(*args)
+    cls = type(adapter)
+    on_class = any(method_name in vars(base) for base in cls.__mro__)
+    if not on_class or method_name in getattr(adapter, "__dict__", ()):
+        takes = _takes_cancel(method)
+    else:
+        key = (cls, method_name)
+        known = _TAKES_CANCEL.get(key)
+        if known is None:
+            known = _TAKES_CANCEL[key] = _takes_cancel(method)
+        takes = known
+    return method(*args, cancel=cancel) if takes else method(*args)
 
 
 def request_chars(request: ProviderRequest) -> int:
@@ -195,19 +239,21 @@ class BaseProvider:
             f"the {self.name} provider does not support {what}", provider=self.name
         )
 
-    def count_tokens(self, request: ProviderRequest) -> int:
+    def count_tokens(
+        self, request: ProviderRequest, *, cancel: threading.Event | None = None
+    ) -> int:
         """Tokens the request would use (``UNSUPPORTED_OPERATION`` where no way exists)."""
         raise self._unsupported("token counting")
 
-    def context_length(self, model: str) -> int | None:
+    def context_length(self, model: str, *, cancel: threading.Event | None = None) -> int | None:
         """The model's context window in tokens, or ``None`` when the server does not say."""
         return None
 
-    def list_models(self) -> list[ModelInfo]:
+    def list_models(self, *, cancel: threading.Event | None = None) -> list[ModelInfo]:
         """Models the server offers."""
         raise self._unsupported("listing models")
 
-    def show_model(self, name: str) -> ModelInfo:
+    def show_model(self, name: str, *, cancel: threading.Event | None = None) -> ModelInfo:
         """Details of one model."""
         raise self._unsupported("showing models")
 
@@ -220,15 +266,21 @@ class BaseProvider:
         """Download a model."""
         raise self._unsupported("pulling models")
 
-    def delete_model(self, name: str) -> None:
+    def delete_model(self, name: str, *, cancel: threading.Event | None = None) -> None:
         """Delete a model."""
         raise self._unsupported("deleting models")
 
-    def embed(self, texts: list[str], model: str | None = None) -> EmbeddingResult:
+    def embed(
+        self,
+        texts: list[str],
+        model: str | None = None,
+        *,
+        cancel: threading.Event | None = None,
+    ) -> EmbeddingResult:
         """Embedding vectors for ``texts``."""
         raise self._unsupported("embeddings")
 
-    def health(self) -> HealthStatus:
+    def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
         """Whether the server answers; never raises."""
         return HealthStatus(
             ok=True,
@@ -238,7 +290,9 @@ class BaseProvider:
             latency_ms=0.0,
         )
 
-    def model_capabilities(self, model: str) -> ProviderCapabilities:
+    def model_capabilities(
+        self, model: str, *, cancel: threading.Event | None = None
+    ) -> ProviderCapabilities:
         """What ``model`` can do; the provider's capabilities where the backend does not say."""
         return self.capabilities
 

@@ -169,17 +169,21 @@ class ScriptedProvider(BaseProvider):
             return
         yield FinishEvent("tool" if saw_tool else "stop")
 
-    def count_tokens(self, request: ProviderRequest) -> int:
+    def count_tokens(
+        self, request: ProviderRequest, *, cancel: threading.Event | None = None
+    ) -> int:
         """Tokens by the ``token_counter`` given, else the ceil(chars / 4) estimate (at least 1)."""
         if self._token_counter is None:
             return max(1, approx_token_count(request))
         return self._token_counter(request)
 
-    def context_length(self, model: str) -> int | None:
+    def context_length(self, model: str, *, cancel: threading.Event | None = None) -> int | None:
         """The ``context_length`` given at construction."""
         return self._context_length
 
-    def model_capabilities(self, model: str) -> ProviderCapabilities:
+    def model_capabilities(
+        self, model: str, *, cancel: threading.Event | None = None
+    ) -> ProviderCapabilities:
         """The provider's capabilities (the same for every model)."""
         return self.capabilities
 

@@ -249,8 +249,8 @@ def test_cancel_reaches_the_setup_requests_before_the_first_turn() -> None:
     """API.md §6: cancel stops everything, also the requests made before the chat request.
 
     The runtime asks ``/api/show`` for the window (token guard) and, with tools in auto mode,
-    for the model's capabilities; those provider methods take no ``cancel``. Against a server
-    that never answers them, setting the event still ends the chat at once.
+    for the model's capabilities, passing its ``cancel`` to those provider methods. Against a
+    server that never answers them, setting the event still ends the chat at once.
     """
     import ollama_support as oll
 
