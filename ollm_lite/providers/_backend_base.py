@@ -8,16 +8,17 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import BadResponse, HTTPStatusError, OllmError, UnsupportedOperation
+from ..errors import BadResponse, HTTPStatusError, OllmError
 
 if TYPE_CHECKING:
     from ..types import ModelInfo, ProviderCapabilities, ProviderRequest
+    from ._http import HTTPProvider
 
 __all__ = [
     "Backend",
-    "BackendHost",
+    "Ask",
     "is_no_route",
     "listed_context",
     "positive_int",
@@ -35,36 +36,30 @@ _NO_ROUTE = frozenset({404, 405, 501})
 T = TypeVar("T")
 
 
-class BackendHost(Protocol):
-    """What a backend may use of the provider that asks it."""
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One question of a provider to its backend: the provider, and the caller's cancel event
+    (every request made for the answer obeys it)."""
+
+    host: HTTPProvider
+    cancel: threading.Event | None = None
 
     @property
-    def name(self) -> str: ...
+    def where(self) -> str:
+        """``<provider> at <base_url>``, for messages."""
+        return f"{self.host.name} at {self.host.base_url}"
 
-    @property
-    def base_url(self) -> str: ...
+    def json(self, method: str, path: str, *, body: Any = None, model: str | None = None) -> Any:
+        """The decoded JSON answer of one request (with ``model``, a 404 means that model)."""
+        return self.host._json(method, path, body=body, cancel=self.cancel, model=model)
 
-    capabilities: ProviderCapabilities
+    def list_models(self) -> list[ModelInfo]:
+        """The provider's ``list_models``."""
+        return self.host.list_models(cancel=self.cancel)
 
-    def list_models(self, *, cancel: threading.Event | None = None) -> list[ModelInfo]: ...
-
-    def _json(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        cancel: threading.Event | None = None,
-        model: str | None = None,
-    ) -> Any:
-        """The decoded JSON answer of one request (``model``: a 404 means that model)."""
-        ...
-
-    def _once(self, key: str, compute: Callable[[], T]) -> T:
+    def once(self, key: str, compute: Callable[[], T]) -> T:
         """``compute()`` once per provider (thread safe); a raised error is not remembered."""
-        ...
-
-    def _unsupported(self, what: str) -> UnsupportedOperation: ...
+        return self.host._once(key, compute)
 
 
 def is_no_route(exc: OllmError) -> bool:
@@ -100,7 +95,7 @@ def request_text(request: ProviderRequest) -> str:
     return "\n".join(pieces)
 
 
-def token_count(host: BackendHost, answer: Any, key: str, path: str) -> int:
+def token_count(ask: Ask, answer: Any, key: str, path: str) -> int:
     """The count under ``key`` of a tokenizer's answer (a list of tokens counts its length).
 
     Raises:
@@ -111,15 +106,12 @@ def token_count(host: BackendHost, answer: Any, key: str, path: str) -> int:
         return len(value)
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    raise BadResponse(
-        f"{host.name} at {host.base_url}: {path} answered without a token count",
-        provider=host.name,
-    )
+    raise BadResponse(f"{ask.where}: {path} answered without a token count", provider=ask.host.name)
 
 
-def listed_context(host: BackendHost, model: str, cancel: threading.Event | None) -> int | None:
+def listed_context(ask: Ask, model: str) -> int | None:
     """``/v1/models``' window for ``model`` (a LoRA adapter inherits its parent's)."""
-    models = {m.name: m for m in host.list_models(cancel=cancel)}
+    models = {m.name: m for m in ask.list_models()}
     info = models.get(model)
     if info is None and len(models) == 1:
         info = next(iter(models.values()))  # single-model servers answer any name
@@ -183,17 +175,13 @@ class Backend:
             name: f"Bearer {api_key}" if bearer else api_key for name, bearer in self.auth_headers
         }
 
-    def count_tokens(
-        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
-    ) -> int:
+    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
         """Tokens ``request`` uses (the default: ceil(characters / 4))."""
         from .base import approx_token_count
 
         return approx_token_count(request)
 
-    def context_length(
-        self, host: BackendHost, model: str, cancel: threading.Event | None
-    ) -> int | None:
+    def context_length(self, ask: Ask, model: str) -> int | None:
         """The window the server runs ``model`` with (the default: the server does not say).
 
         Raises:
@@ -201,21 +189,13 @@ class Backend:
         """
         return None
 
-    def model_capabilities(
-        self,
-        host: BackendHost,
-        model: str,
-        base: ProviderCapabilities,
-        cancel: threading.Event | None,
-    ) -> ProviderCapabilities:
-        """What ``model`` can do where the server says (the default: ``base``).
+    def model_capabilities(self, ask: Ask, model: str) -> ProviderCapabilities:
+        """What ``model`` can do where the server says (the default: the provider's).
 
         Raises:
-            OllmError: when asking failed (the provider then answers ``base``).
+            OllmError: when asking failed (the provider then answers its own).
         """
-        return base
+        return ask.host.capabilities
 
-    def annotate_models(
-        self, host: BackendHost, models: list[ModelInfo], cancel: threading.Event | None
-    ) -> None:
+    def annotate_models(self, ask: Ask, models: list[ModelInfo]) -> None:
         """Complete ``/v1/models`` entries with what the server tells elsewhere."""

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
-from ..transport import RetryPolicy, Timeouts, Transport
+from ..transport import RetryPolicy, StreamResponse, Timeouts, Transport
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -107,6 +107,8 @@ class HTTPProvider(BaseProvider):
     """
 
     _transport: Transport
+    #: Texts per embedding request.
+    embed_batch_size: int = 64
 
     def _connect(
         self,
@@ -207,16 +209,7 @@ class HTTPProvider(BaseProvider):
         """
         feed = state.feed
         try:
-            with self._transport.open_stream(
-                "POST",
-                path,
-                params=params,
-                json_body=body,
-                cancel=request.cancel,
-                timeout=request.timeout,
-                model=request.model,
-                not_found="model",
-            ) as resp:
+            with self._open_chat(request, path, body, params) as resp:
                 for item in resp.iter_decoded(decoder):
                     out = feed(item)
                     if out:
@@ -260,17 +253,28 @@ class HTTPProvider(BaseProvider):
         events += map(self._transport.redact.event, state.end())
         return collect_result(events)
 
-    def _post_whole(self, request: ProviderRequest, path: str, body: dict[str, Any]) -> bytes:
-        """The raw body of a non-streamed answer to ``POST path``."""
-        with self._transport.open_stream(
+    def _open_chat(
+        self,
+        request: ProviderRequest,
+        path: str,
+        body: dict[str, Any],
+        params: dict[str, str] | None = None,
+    ) -> StreamResponse:
+        """``POST path`` for ``request`` (its cancel, deadline and model), the answer open."""
+        return self._transport.open_stream(
             "POST",
             path,
+            params=params,
             json_body=body,
             cancel=request.cancel,
             timeout=request.timeout,
             model=request.model,
             not_found="model",
-        ) as resp:
+        )
+
+    def _post_whole(self, request: ProviderRequest, path: str, body: dict[str, Any]) -> bytes:
+        """The raw body of a non-streamed answer to ``POST path``."""
+        with self._open_chat(request, path, body) as resp:
             return resp.read_body()
 
     # ------------------------------------------------------------------ health
@@ -321,30 +325,51 @@ class HTTPProvider(BaseProvider):
 
     # ------------------------------------------------------------------ embeddings
 
-    def _embed_batches(
+    def embed(
         self,
         texts: list[str],
-        model: str,
-        batch_size: int,
-        fetch: Callable[[list[str]], list[list[float]]],
+        model: str | None = None,
+        *,
+        cancel: threading.Event | None = None,
     ) -> EmbeddingResult:
-        """Vectors for ``texts`` in input order, ``fetch`` asked ``batch_size`` texts at once.
+        """Embedding vectors for ``texts`` in input order, ``embed_batch_size`` per request.
 
         Raises:
-            ConfigError: ``CONFIG_INVALID`` when ``texts`` is not a list of strings.
-            BadResponse: ``LLM_BAD_RESPONSE`` for vectors of different sizes.
+            ConfigError: ``CONFIG_INVALID`` when no model is given (and the provider has no
+                default) or a text is not a string.
+            ModelNotFound: ``MODEL_NOT_FOUND``.
+            BadResponse: ``LLM_BAD_RESPONSE`` for a wrong vector count or mixed dimensions.
+            ConnectionFailed: ``CONNECTION_FAILED``.
         """
+        name = self._embedding_model(model)
         given: Any = texts  # callers without type checking pass a bare string
         if isinstance(given, str) or not all(isinstance(t, str) for t in given):
             raise ConfigError("embed() takes a list of strings")
         vectors: list[list[float]] = []
-        for start in range(0, len(texts), batch_size):
-            vectors.extend(fetch(texts[start : start + batch_size]))
+        size = self.embed_batch_size
+        for start in range(0, len(texts), size):
+            vectors += self._embed_batch(texts[start : start + size], name, cancel)
         dims = {len(v) for v in vectors}
         if len(dims) > 1:
             raise BadResponse(
-                f"{self.name}: model {model!r} returned vectors of different sizes {sorted(dims)}",
+                f"{self.name}: model {name!r} returned vectors of different sizes {sorted(dims)}",
                 provider=self.name,
-                model=model,
+                model=name,
             )
-        return EmbeddingResult(vectors=vectors, model=model, dimensions=dims.pop() if dims else 0)
+        return EmbeddingResult(vectors=vectors, model=name, dimensions=dims.pop() if dims else 0)
+
+    def _embedding_model(self, model: str | None) -> str:
+        """The model to embed with.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when none is given.
+        """
+        if not model:
+            raise ConfigError(f"embed() needs an embedding model name for {self.name}")
+        return model
+
+    def _embed_batch(
+        self, batch: list[str], model: str, cancel: threading.Event | None
+    ) -> list[list[float]]:
+        """One vector per text of ``batch``."""
+        raise self._unsupported("embeddings")

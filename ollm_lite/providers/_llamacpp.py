@@ -11,14 +11,13 @@ Sources: llama.cpp ``tools/server/README.md``; llama-cpp-python ``llama_cpp/serv
 from __future__ import annotations
 
 import logging
-import threading
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import OllmError
 from ._backend_base import (
+    Ask,
     Backend,
-    BackendHost,
     is_no_route,
     listed_context,
     positive_int,
@@ -59,17 +58,17 @@ class LlamaCpp(Backend):
     __slots__ = ()
     token_counting = True
 
-    def server(self, host: BackendHost, cancel: threading.Event | None) -> LlamaCppServer:
+    def server(self, ask: Ask) -> LlamaCppServer:
         """Which llama.cpp server answers, found once per provider.
 
         A server that is still loading (503) or unreachable is not remembered: the error
         propagates and the next call asks again.
         """
-        return host._once("llamacpp.server", lambda: self._discover(host, cancel))
+        return ask.once("llamacpp.server", lambda: self._discover(ask))
 
-    def _discover(self, host: BackendHost, cancel: threading.Event | None) -> LlamaCppServer:
+    def _discover(self, ask: Ask) -> LlamaCppServer:
         try:
-            props = host._json("GET", "/props", cancel=cancel)
+            props = ask.json("GET", "/props")
         except OllmError as exc:
             if not is_no_route(exc):
                 raise
@@ -78,79 +77,69 @@ class LlamaCpp(Backend):
             found = LlamaCppServer("native", props)
         else:
             try:
-                host._json("POST", "/extras/tokenize/count", body={"input": ""}, cancel=cancel)
+                ask.json("POST", "/extras/tokenize/count", body={"input": ""})
             except OllmError as exc:
                 if not is_no_route(exc):
                     raise
                 found = LlamaCppServer("other")
             else:
                 found = LlamaCppServer("python")
-        logger.debug("%s at %s: llama.cpp flavour %s", host.name, host.base_url, found.flavour)
+        logger.debug("%s: llama.cpp flavour %s", ask.where, found.flavour)
         if found.flavour == "other":
-            host.capabilities = replace(host.capabilities, token_counting=False)
+            ask.host.capabilities = replace(ask.host.capabilities, token_counting=False)
         return found
 
-    def _window(self, host: BackendHost, cancel: threading.Event | None) -> int | None:
+    def _window(self, ask: Ask) -> int | None:
         try:
-            return self.server(host, cancel).window()
+            return self.server(ask).window()
         except OllmError as exc:
-            logger.debug("%s: llama.cpp discovery failed (%s)", host.name, exc.code)
+            logger.debug("%s: llama.cpp discovery failed (%s)", ask.where, exc.code)
             return None
 
-    def count_tokens(
-        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
-    ) -> int:
+    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
         """The native server counts the whole templated prompt (``input_tokens``, else
         ``/tokenize`` over the text); llama-cpp-python uses ``/extras/tokenize/count``.
 
         Raises:
             UnsupportedOperation: when the server turned out to have no tokenizer route.
         """
-        found = self.server(host, cancel)
+        found = self.server(ask)
         if found.flavour == "python":
             path = "/extras/tokenize/count"
-            answer = host._json("POST", path, body={"input": request_text(request)}, cancel=cancel)
-            return token_count(host, answer, "count", path)
+            answer = ask.json("POST", path, body={"input": request_text(request)})
+            return token_count(ask, answer, "count", path)
         if found.flavour == "other":
-            raise host._unsupported(
-                f"token counting at {host.base_url} (no /props, /tokenize or /extras/tokenize)"
+            raise ask.host._unsupported(
+                f"token counting at {ask.host.base_url} (no /props, /tokenize or /extras/tokenize)"
             )
         if found.input_tokens is not False:
             from ._openai_wire import chat_body
 
             try:
                 body = chat_body(request, self, stream=False, extend_extra=False)
-                answer = host._json("POST", _INPUT_TOKENS, body=body, cancel=cancel)
+                answer = ask.json("POST", _INPUT_TOKENS, body=body)
             except OllmError as exc:
                 if not is_no_route(exc):
                     raise
                 found.input_tokens = False  # an older build: count the text instead
             else:
                 found.input_tokens = True
-                return token_count(host, answer, "input_tokens", "input_tokens")
+                return token_count(ask, answer, "input_tokens", "input_tokens")
         body = {"content": request_text(request), "add_special": True}
-        answer = host._json("POST", "/tokenize", body=body, cancel=cancel)
-        return token_count(host, answer, "tokens", "/tokenize")
+        answer = ask.json("POST", "/tokenize", body=body)
+        return token_count(ask, answer, "tokens", "/tokenize")
 
-    def context_length(
-        self, host: BackendHost, model: str, cancel: threading.Event | None
-    ) -> int | None:
+    def context_length(self, ask: Ask, model: str) -> int | None:
         """The native server's running window from ``/props`` (not the trained maximum);
         llama-cpp-python's ``/v1/models`` ``meta.n_ctx`` where present."""
-        found = self.server(host, cancel)  # a failure propagates: nothing is remembered
+        found = self.server(ask)  # a failure propagates: nothing is remembered
         window = found.window()
-        return window if window is not None else listed_context(host, model, cancel)
+        return window if window is not None else listed_context(ask, model)
 
-    def model_capabilities(
-        self,
-        host: BackendHost,
-        model: str,
-        base: ProviderCapabilities,
-        cancel: threading.Event | None,
-    ) -> ProviderCapabilities:
+    def model_capabilities(self, ask: Ask, model: str) -> ProviderCapabilities:
         """The chat template's tool support and the vision modality from ``/props``."""
-        props = self.server(host, cancel).props or {}
-        base = host.capabilities  # discovery may have changed it
+        props = self.server(ask).props or {}
+        base = ask.host.capabilities  # discovery may have changed it
         caps = props.get("chat_template_caps")
         modalities = props.get("modalities")
         tools = caps.get("supports_tool_calls") if isinstance(caps, dict) else None
@@ -161,11 +150,9 @@ class LlamaCpp(Backend):
             vision=vision if isinstance(vision, bool) else base.vision,
         )
 
-    def annotate_models(
-        self, host: BackendHost, models: list[ModelInfo], cancel: threading.Event | None
-    ) -> None:
+    def annotate_models(self, ask: Ask, models: list[ModelInfo]) -> None:
         """The native server's running window as every model's ``context_length``."""
-        window = self._window(host, cancel)
+        window = self._window(ask)
         if window is None:
             return
         for info in models:

@@ -22,15 +22,14 @@ call it, [LAI] LocalAI's docs.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigError, OllmError
 from ._backend_base import (
     _BEARER,
+    Ask,
     Backend,
-    BackendHost,
     is_no_route,
     listed_context,
     positive_int,
@@ -46,7 +45,7 @@ __all__ = [
     "BACKENDS",
     "OPENAI_COMPATIBLE_BACKENDS",
     "Backend",
-    "BackendHost",
+    "Ask",
     "BackendName",
     "Generic",
     "Kobold",
@@ -81,26 +80,22 @@ class LMStudio(Backend):
 
     __slots__ = ()
 
-    def _entry(
-        self, host: BackendHost, model: str, cancel: threading.Event | None
-    ) -> dict[str, Any] | None:
-        answer = host._json("GET", "/api/v1/models", cancel=cancel)
+    def _entry(self, ask: Ask, model: str) -> dict[str, Any] | None:
+        answer = ask.json("GET", "/api/v1/models")
         entries = answer.get("models") if isinstance(answer, dict) else None
         for entry in entries or ():
             if isinstance(entry, dict) and model in (entry.get("key"), entry.get("id")):
                 return entry
         return None
 
-    def context_length(
-        self, host: BackendHost, model: str, cancel: threading.Event | None
-    ) -> int | None:
+    def context_length(self, ask: Ask, model: str) -> int | None:
         """The loaded window (LM Studio 0.4+ ``/api/v1/models``, else ``/api/v0/models``)."""
         try:
-            entry = self._entry(host, model, cancel)
+            entry = self._entry(ask, model)
         except OllmError as exc:
             if not is_no_route(exc):
                 raise
-            answer = host._json("GET", f"/api/v0/models/{model}", cancel=cancel)
+            answer = ask.json("GET", f"/api/v0/models/{model}")
             loaded = answer.get("loaded_context_length") if isinstance(answer, dict) else None
             return positive_int(loaded)
         for instance in (entry or {}).get("loaded_instances") or ():
@@ -109,15 +104,10 @@ class LMStudio(Backend):
                 return int(config["context_length"])
         return None
 
-    def model_capabilities(
-        self,
-        host: BackendHost,
-        model: str,
-        base: ProviderCapabilities,
-        cancel: threading.Event | None,
-    ) -> ProviderCapabilities:
+    def model_capabilities(self, ask: Ask, model: str) -> ProviderCapabilities:
         """``capabilities`` of LM Studio 0.4+'s ``/api/v1/models`` entry."""
-        caps = (self._entry(host, model, cancel) or {}).get("capabilities")
+        caps = (self._entry(ask, model) or {}).get("capabilities")
+        base = ask.host.capabilities
         if not isinstance(caps, dict):
             return base
         return replace(
@@ -134,19 +124,15 @@ class Kobold(Backend):
     __slots__ = ()
     token_counting = True
 
-    def count_tokens(
-        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
-    ) -> int:
+    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
         """``POST /api/extra/tokencount`` over the request's text."""
         path = "/api/extra/tokencount"
-        answer = host._json("POST", path, body={"prompt": request_text(request)}, cancel=cancel)
-        return token_count(host, answer, "value", path)
+        answer = ask.json("POST", path, body={"prompt": request_text(request)})
+        return token_count(ask, answer, "value", path)
 
-    def context_length(
-        self, host: BackendHost, model: str, cancel: threading.Event | None
-    ) -> int | None:
+    def context_length(self, ask: Ask, model: str) -> int | None:
         """``/api/extra/true_max_context_length``."""
-        answer = host._json("GET", "/api/extra/true_max_context_length", cancel=cancel)
+        answer = ask.json("GET", "/api/extra/true_max_context_length")
         return positive_int(answer.get("value")) if isinstance(answer, dict) else None
 
 
@@ -156,9 +142,7 @@ class Vllm(Backend):
     __slots__ = ()
     token_counting = True
 
-    def count_tokens(
-        self, host: BackendHost, request: ProviderRequest, cancel: threading.Event | None
-    ) -> int:
+    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
         """``POST /tokenize`` with the chat messages and tools (the templated prompt)."""
         from ._openai_wire import messages_to_openai, tools_to_openai
 
@@ -168,14 +152,12 @@ class Vllm(Backend):
         }
         if request.tools:
             body["tools"] = tools_to_openai(request.tools)
-        answer = host._json("POST", "/tokenize", body=body, cancel=cancel, model=request.model)
-        return token_count(host, answer, "count", "/tokenize")
+        answer = ask.json("POST", "/tokenize", body=body, model=request.model)
+        return token_count(ask, answer, "count", "/tokenize")
 
-    def context_length(
-        self, host: BackendHost, model: str, cancel: threading.Event | None
-    ) -> int | None:
+    def context_length(self, ask: Ask, model: str) -> int | None:
         """``max_model_len`` of ``/v1/models``."""
-        return listed_context(host, model, cancel)
+        return listed_context(ask, model)
 
 
 _PRESETS: tuple[Backend, ...] = (

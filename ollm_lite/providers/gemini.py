@@ -31,10 +31,8 @@ from ..errors import AuthenticationError, BadResponse, HTTPStatusError, OllmErro
 from ..transport import Timeouts, normalize_base_url
 from ..types import (
     ChatResult,
-    EmbeddingResult,
     ErrorEvent,
     ErrorInfo,
-    HealthStatus,
     ModelInfo,
     ProviderCapabilities,
     ProviderEvent,
@@ -57,7 +55,6 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 _API = "/v1beta"
-_EMBED_BATCH = 100  # batchEmbedContents refuses more than 100 requests per call
 _MAX_SIGNATURES = 1024
 
 
@@ -87,6 +84,7 @@ class GeminiProvider(HTTPProvider):
 
     name: ClassVar[str] = "gemini"
     streaming_format: ClassVar[str] = "sse"
+    embed_batch_size = 100  # batchEmbedContents refuses more than 100 requests per call
     capabilities: ProviderCapabilities = ProviderCapabilities(
         streaming=True,
         tool_calling=True,
@@ -315,46 +313,30 @@ class GeminiProvider(HTTPProvider):
             logger.debug("gemini: no context length for %s (%s)", model, exc.code)
             return None
 
-    def embed(
-        self,
-        texts: list[str],
-        model: str | None = None,
-        *,
-        cancel: threading.Event | None = None,
-    ) -> EmbeddingResult:
-        """Vectors through ``:batchEmbedContents``, at most 100 texts per call, order kept.
-
-        Raises:
-            ConfigError: ``CONFIG_INVALID`` when a text is not a string.
-            BadResponse: ``LLM_BAD_RESPONSE`` when the answer has not one vector per text.
-        """
+    def _embedding_model(self, model: str | None) -> str:
         self._require_key()
-        name = model or "gemini-embedding-001"
-        path = f"{_model_path(name)}:batchEmbedContents"
+        return model or "gemini-embedding-001"
 
-        def fetch(batch: list[str]) -> list[list[float]]:
-            parts = [
-                {"model": _model_name(name), "content": {"parts": [{"text": t}]}} for t in batch
-            ]
-            answer = self._json("POST", path, body={"requests": parts}, cancel=cancel, model=name)
-            embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
-            if not isinstance(embeddings, list) or len(embeddings) != len(batch):
-                raise BadResponse(
-                    f"batchEmbedContents returned {len(embeddings or [])} vectors for "
-                    f"{len(batch)} texts",
-                    provider=self.name,
-                    model=name,
-                )
-            return [[float(v) for v in e.get("values", [])] for e in embeddings]
-
-        return self._embed_batches(texts, name, _EMBED_BATCH, fetch)
-
-    def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
-        """Whether the API answers with this key (``GET /v1beta/models?pageSize=1``); never
-        raises."""
-        return super().health(cancel=cancel)
+    def _embed_batch(
+        self, batch: list[str], model: str, cancel: threading.Event | None
+    ) -> list[list[float]]:
+        """``:batchEmbedContents`` (one vector per text, order kept)."""
+        name = _model_name(model)
+        parts = [{"model": name, "content": {"parts": [{"text": t}]}} for t in batch]
+        path = f"{_model_path(model)}:batchEmbedContents"
+        answer = self._json("POST", path, body={"requests": parts}, cancel=cancel, model=model)
+        embeddings = answer.get("embeddings") if isinstance(answer, dict) else None
+        if not isinstance(embeddings, list) or len(embeddings) != len(batch):
+            raise BadResponse(
+                f"batchEmbedContents returned {len(embeddings or [])} vectors for "
+                f"{len(batch)} texts",
+                provider=self.name,
+                model=model,
+            )
+        return [[float(v) for v in e.get("values", [])] for e in embeddings]
 
     def _probe(self, cancel: threading.Event | None) -> str | None:
+        """``GET /v1beta/models?pageSize=1`` with this key (:meth:`health`)."""
         self._require_key()
         self._json("GET", f"{_API}/models", params={"pageSize": "1"}, cancel=cancel)
         return None

@@ -29,9 +29,7 @@ from ..streams import NDJSONDecoder
 from ..transport import Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
-    EmbeddingResult,
     ErrorEvent,
-    HealthStatus,
     ModelInfo,
     ProviderCapabilities,
     ProviderEvent,
@@ -380,45 +378,27 @@ class LocalProvider(HTTPProvider):
 
     # ------------------------------------------------------------------ embeddings
 
-    def embed(
-        self,
-        texts: list[str],
-        model: str | None = None,
-        *,
-        cancel: threading.Event | None = None,
-    ) -> EmbeddingResult:
-        """Embedding vectors for ``texts`` (``POST /api/embed``), in input order.
-
-        Texts are sent ``embed_batch_size`` at a time.
-
-        Raises:
-            ConfigError: ``CONFIG_INVALID`` when no model is given or a text is not a string.
-            ModelNotFound: ``MODEL_NOT_FOUND``.
-            BadResponse: ``LLM_BAD_RESPONSE`` for a wrong vector count or mixed dimensions.
-            ConnectionFailed: ``CONNECTION_FAILED``.
-        """
+    def _embedding_model(self, model: str | None) -> str:
         if not model:
             raise ConfigError(
                 "embed() needs an embedding model for the local provider, e.g. "
                 "model='nomic-embed-text' (install it with `ollm-lite models pull "
                 "nomic-embed-text`)"
             )
-        name = model
+        return model
 
-        def fetch(batch: list[str]) -> list[list[float]]:
-            body = {"model": name, "input": batch}
-            answer = self._json("POST", "/api/embed", body=body, cancel=cancel, model=name)
-            return embeddings_from(answer, len(batch), model=name, provider=self.name)
-
-        return self._embed_batches(texts, name, self.embed_batch_size, fetch)
+    def _embed_batch(
+        self, batch: list[str], model: str, cancel: threading.Event | None
+    ) -> list[list[float]]:
+        """``POST /api/embed``."""
+        body = {"model": model, "input": batch}
+        answer = self._json("POST", "/api/embed", body=body, cancel=cancel, model=model)
+        return embeddings_from(answer, len(batch), model=model, provider=self.name)
 
     # ------------------------------------------------------------------ health
 
-    def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
-        """Whether Ollama answers ``GET /api/version``, with its version; never raises."""
-        return super().health(cancel=cancel)
-
     def _probe(self, cancel: threading.Event | None) -> str | None:
+        """``GET /api/version`` (:meth:`health`)."""
         return version_of(self._get_raw("/api/version", cancel, 64 * 1024))
 
 

@@ -27,21 +27,19 @@ import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from ..errors import BadResponse, ConfigError, HTTPStatusError, ModelNotFound, OllmError
+from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError
 from ..streams import SSEDecoder
 from ..transport import Timeouts, normalize_base_url
 from ..types import (
     ChatResult,
-    EmbeddingResult,
     ErrorEvent,
     ErrorInfo,
-    HealthStatus,
     ModelInfo,
     ProviderCapabilities,
     ProviderEvent,
     ProviderRequest,
 )
-from ._backend_base import is_no_route, request_text
+from ._backend_base import Ask, is_no_route, request_text
 from ._http import HTTPProvider, check_positive_int, version_of
 from ._openai_wire import (
     ChatStreamState,
@@ -251,7 +249,7 @@ class OpenAICompatibleProvider(HTTPProvider):
                 no tokenizer on the server (callers such as ``TokenCounter`` then estimate).
             ConnectionFailed, HTTPStatusError, BadResponse: when the tokenizer call fails.
         """
-        return self.backend.count_tokens(self, request, cancel or request.cancel)
+        return self.backend.count_tokens(Ask(self, cancel or request.cancel), request)
 
     def context_length(self, model: str, *, cancel: threading.Event | None = None) -> int | None:
         """The context window the server runs ``model`` with, or ``None`` when it does not say.
@@ -265,7 +263,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         if model in self._context_cache:
             return self._context_cache[model]
         try:
-            value = self.backend.context_length(self, model, cancel)
+            value = self.backend.context_length(Ask(self, cancel), model)
         except OllmError as exc:
             logger.debug("%s: no context length for %s (%s)", self.name, model, exc.code)
             return None
@@ -282,7 +280,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         ``/props``; LM Studio 0.4+: ``capabilities`` of ``/api/v1/models``. Never raises.
         """
         try:
-            return self.backend.model_capabilities(self, model, self.capabilities, cancel)
+            return self.backend.model_capabilities(Ask(self, cancel), model)
         except OllmError as exc:
             logger.debug("%s: no capabilities for %s (%s)", self.name, model, exc.code)
         return self.capabilities
@@ -317,7 +315,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         if not isinstance(data, list):
             raise self._bad_response("/v1/models answer has no 'data' list")
         models = [model_info_from_openai(entry) for entry in data]
-        self.backend.annotate_models(self, models, cancel)
+        self.backend.annotate_models(Ask(self, cancel), models)
         return models
 
     def show_model(self, name: str, *, cancel: threading.Event | None = None) -> ModelInfo:
@@ -340,50 +338,26 @@ class OpenAICompatibleProvider(HTTPProvider):
 
     # ------------------------------------------------------------------ embeddings
 
-    def embed(
-        self,
-        texts: list[str],
-        model: str | None = None,
-        *,
-        cancel: threading.Event | None = None,
-    ) -> EmbeddingResult:
-        """Embedding vectors for ``texts`` (``POST /v1/embeddings``), in input order.
-
-        Texts are sent ``embed_batch_size`` at a time.
-
-        Raises:
-            ConfigError: ``CONFIG_INVALID`` when no model is given or a text is not a string.
-            ModelNotFound: ``MODEL_NOT_FOUND``.
-            BadResponse: ``LLM_BAD_RESPONSE`` for a wrong vector count or mixed dimensions.
-            ConnectionFailed: ``CONNECTION_FAILED``.
-        """
-        if not model:
-            raise ConfigError(f"embed() needs an embedding model name for {self.name}")
-        name = model
-
-        def fetch(batch: list[str]) -> list[list[float]]:
-            body = {"model": name, "input": batch}
-            answer = self._json("POST", "/v1/embeddings", body=body, cancel=cancel, model=name)
-            try:
-                return embeddings_from(answer, len(batch), model=name)
-            except BadResponse as exc:
-                raise BadResponse(exc.message, provider=self.name, model=name) from exc
-
-        return self._embed_batches(texts, name, self.embed_batch_size, fetch)
+    def _embed_batch(
+        self, batch: list[str], model: str, cancel: threading.Event | None
+    ) -> list[list[float]]:
+        """``POST /v1/embeddings``."""
+        body = {"model": model, "input": batch}
+        answer = self._json("POST", "/v1/embeddings", body=body, cancel=cancel, model=model)
+        try:
+            return embeddings_from(answer, len(batch), model=model)
+        except BadResponse as exc:
+            raise BadResponse(exc.message, provider=self.name, model=model) from exc
 
     # ------------------------------------------------------------------ health
 
-    def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
-        """Whether the server answers, and its version where it says; never raises.
-
-        Asks the backend's health route (llama.cpp and vLLM ``/health``, KoboldCpp
-        ``/api/extra/version``, else ``/v1/models``). A llama.cpp server still loading its model
-        (503) is reported as not ok with ``details["loading"] = True``, unlike one that is down
-        (``CONNECTION_FAILED``).
-        """
-        return super().health(cancel=cancel)
-
     def _probe(self, cancel: threading.Event | None) -> str | None:
+        """The backend's health route for :meth:`health` (llama.cpp and vLLM ``/health``,
+        KoboldCpp ``/api/extra/version``, else ``/v1/models``), and its version route.
+
+        A llama.cpp server still loading its model (503) is reported as not ok with
+        ``details["loading"] = True``, unlike one that is down (``CONNECTION_FAILED``).
+        """
         path = self.backend.health_path
         version_path = self.backend.version_path
         try:
