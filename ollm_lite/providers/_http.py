@@ -17,6 +17,7 @@ error a server reports inside a 200 stream is redacted like one in an error stat
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,6 +41,8 @@ from .base import BaseProvider, collect_result
 __all__ = ["HTTPProvider", "WireState", "check_positive_int", "check_retries", "version_of"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 class WireState(Protocol):
@@ -191,22 +194,43 @@ class HTTPProvider(BaseProvider):
 
     # ------------------------------------------------------------------ chat
 
+    def _chat_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
+        """The JSON body of a chat request (built by the wire).
+
+        Raises:
+            OllmError: ``CONFIG_INVALID`` for a request the wire cannot express, or what keeps
+                the provider from sending it.
+        """
+        raise NotImplementedError
+
     def _stream(
         self,
         request: ProviderRequest,
         path: str,
-        body: dict[str, Any],
         decoder: Decoder,
         state: WireState,
         *,
         params: dict[str, str] | None = None,
     ) -> Iterator[ProviderEvent]:
-        """``POST path`` and the events of its streamed answer, read with ``decoder`` into
-        ``state``: the skeleton of every ``chat_stream``.
+        """``POST path`` with :meth:`_chat_body` and the events of its streamed answer, read
+        with ``decoder`` into ``state``: the skeleton of every ``chat_stream``.
 
-        Transport failures before or during the stream end it with their ``ErrorEvent``; a
-        set ``request.cancel`` ends it with ``FinishEvent("cancelled")``.
+        A body that cannot be built, and transport failures before or during the stream, end
+        it with their ``ErrorEvent``; a set ``request.cancel`` ends it with
+        ``FinishEvent("cancelled")``.
         """
+        try:
+            body = self._chat_body(request, stream=True)
+        except OllmError as exc:
+            yield ErrorEvent(exc.to_info())
+            return
+        logger.debug(
+            "%s chat_stream model=%s messages=%d tools=%d",
+            self.name,
+            request.model,
+            len(request.messages),
+            len(request.tools or ()),
+        )
         feed = state.feed
         try:
             with self._open_chat(request, path, body, params) as resp:

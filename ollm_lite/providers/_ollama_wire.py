@@ -47,7 +47,7 @@ from ..types import (
     ToolSchema,
     Usage,
 )
-from .base import MAX_TOOL_CALLS, merge_body
+from .base import MAX_TOOL_CALLS, merge_body, system_first
 
 __all__ = [
     "DEFAULT_PORT",
@@ -188,9 +188,7 @@ def messages_to_ollama(
     messages: Sequence[Message], system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
     """The ``messages`` list of a chat request: the system prompt first, then ``messages``."""
-    out = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    out.extend(message_to_ollama(m) for m in messages)
-    return out
+    return system_first(system_prompt, map(message_to_ollama, messages))
 
 
 def message_from_ollama(obj: Any) -> Message:

@@ -54,7 +54,7 @@ from ..types import (
 if TYPE_CHECKING:
     from ..streams import SSEEvent
     from .backends import Backend
-from .base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, merge_body
+from .base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, merge_body, system_first
 
 __all__ = [
     "choice_zero",
@@ -137,9 +137,7 @@ def messages_to_openai(
     messages: Sequence[Message], system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
     """The ``messages`` list, with ``system_prompt`` (when given) as the first message."""
-    out = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    out.extend(message_to_openai(m) for m in messages)
-    return out
+    return system_first(system_prompt, map(message_to_openai, messages))
 
 
 def message_from_openai(obj: dict[str, Any]) -> Message:

@@ -332,6 +332,15 @@ def env_api_key(*names: str) -> str | None:
     return None
 
 
+def system_first(
+    system_prompt: str | None, messages: Iterable[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A wire's ``messages`` list: ``system_prompt`` (when given) as the first message."""
+    out = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    out.extend(messages)
+    return out
+
+
 def merge_body(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """``extra`` merged over ``base``: nested objects merge key by key, anything else replaces.
 

@@ -31,7 +31,6 @@ from ..errors import AuthenticationError, BadResponse, HTTPStatusError, OllmErro
 from ..transport import Timeouts, normalize_base_url
 from ..types import (
     ChatResult,
-    ErrorEvent,
     ErrorInfo,
     ModelInfo,
     ProviderCapabilities,
@@ -138,6 +137,10 @@ class GeminiProvider(HTTPProvider):
             signatures = dict(self._signatures)
         return request_body(request, signatures)
 
+    def _chat_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
+        self._require_key()
+        return self._body(request)
+
     def _new_call_id(self) -> str:
         """The next ``call_<n>`` of this provider (thread-safe)."""
         with self._lock:
@@ -198,15 +201,9 @@ class GeminiProvider(HTTPProvider):
         before its ``finishReason`` …). Google's error object inside the stream (a ``data:``
         event or bare JSON lines) gets the code it would have had as the HTTP answer.
         """
-        try:
-            self._require_key()
-            body = self._body(request)
-        except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
-            return
         path = f"{_model_path(request.model)}:streamGenerateContent"
         state = self._state(path, request.model)
-        yield from self._stream(request, path, body, StreamDecoder(), state, params={"alt": "sse"})
+        yield from self._stream(request, path, StreamDecoder(), state, params={"alt": "sse"})
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``:generateContent``.

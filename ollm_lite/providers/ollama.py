@@ -29,7 +29,6 @@ from ..streams import NDJSONDecoder
 from ..transport import Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
-    ErrorEvent,
     ModelInfo,
     ProviderCapabilities,
     ProviderEvent,
@@ -156,20 +155,9 @@ class LocalProvider(HTTPProvider):
         ``LLM_HTTP_ERROR``, ``CONFIG_INVALID`` (a forced tool that is not offered).
         Closing the generator early releases the connection.
         """
-        try:
-            body = self._chat_body(request, stream=True)
-        except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
-            return
-        logger.debug(
-            "local chat_stream model=%s messages=%d tools=%d",
-            request.model,
-            len(body["messages"]),
-            len(body.get("tools") or ()),
-        )
         decoder = NDJSONDecoder()  # skips lines that are not JSON objects, counting them
         state = self._state(request, lambda: decoder.skipped)
-        yield from self._stream(request, "/api/chat", body, decoder, state)
+        yield from self._stream(request, "/api/chat", decoder, state)
 
     def _state(
         self, request: ProviderRequest, skipped: Callable[[], int] | None = None

@@ -32,7 +32,6 @@ from ..streams import SSEDecoder
 from ..transport import Timeouts, normalize_base_url
 from ..types import (
     ChatResult,
-    ErrorEvent,
     ErrorInfo,
     ModelInfo,
     ProviderCapabilities,
@@ -178,20 +177,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         ``CONFIG_INVALID`` (a forced tool that is not offered). Closing the generator early
         releases the connection.
         """
-        try:
-            body = self._chat_body(request, stream=True)
-        except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
-            return
-        logger.debug(
-            "%s chat_stream backend=%s model=%s messages=%d tools=%d",
-            self.name,
-            self.backend.name,
-            request.model,
-            len(body.get("messages") or ()),
-            len(body.get("tools") or ()),
-        )
-        yield from self._stream(request, _CHAT_PATH, body, SSEDecoder(), self._state(request))
+        yield from self._stream(request, _CHAT_PATH, SSEDecoder(), self._state(request))
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /v1/chat/completions`` with ``stream: false``.
