@@ -484,8 +484,9 @@ class ChatStreamState:
         self._finish: str | None = None
         self._loads = json.loads
         self.usage: Usage | None = None
-        self.terminal: ErrorEvent | None = None
-        """The error that ended the answer early (the finish is known only at its end)."""
+        self.terminal: FinishEvent | ErrorEvent | None = None
+        """The event that ended the answer: an error as soon as one arrives, else the finish
+        (known only at the end: :meth:`end`)."""
         self.signatures: dict[str, str] = {}
         self.skipped = 0
 
@@ -594,11 +595,11 @@ class ChatStreamState:
 
     def end(self) -> list[ProviderEvent]:
         """The terminal event (call once, after the last payload)."""
-        return [self._terminal()]
+        if self.terminal is None:
+            self.terminal = self._terminal()
+        return [self.terminal]
 
-    def _terminal(self) -> ProviderEvent:
-        if self.terminal is not None:
-            return self.terminal
+    def _terminal(self) -> FinishEvent | ErrorEvent:
         if self._finish is None:
             return ErrorEvent(
                 ErrorInfo(
