@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ._cancel_scope import cancel_scope
+from ._cancel_scope import LinkedEvent, cancel_scope
 from .errors import ConfigError, OllmError, ProviderNotFound
 from .providers.base import ProviderAdapter
 from .react import STOP_SEQUENCES, ReActToolHandler
@@ -183,6 +183,10 @@ class ChatClient:
     ) -> Iterator[ChatEvent]:
         """Answer one prompt, running tools until the model is done (no history kept).
 
+        Setting ``cancel`` stops the chat; the library only reads it. Leaving the loop early
+        (``break``, ``close()``) stops this chat's own work without setting ``cancel``, so other
+        chats sharing the event go on.
+
         Yields:
             Chat events; the last is always a ``ChatFinishEvent``.
         """
@@ -274,8 +278,8 @@ class _Loop:
         self.tools: ToolRegistry | None = None
         self.options = options
         self.max_turns = max_turns
-        # Our own event when the caller gave none: closing the generator still stops tools.
-        self.cancel = cancel if cancel is not None else threading.Event()
+        # Our own event, set when the caller's is: leaving the loop early sets only ours.
+        self.cancel = LinkedEvent(cancel)
         self.tool_mode = tool_mode
         self.turns = turns
         self.usage: Usage | None = None
@@ -298,7 +302,7 @@ class _Loop:
             yield ChatFinishEvent("error", self.usage)
         finally:
             if closed_early:  # the caller stopped iterating: stop whatever still runs
-                self.cancel.set()
+                self.cancel.set()  # our own event only, never the caller's
 
     def _finish(self, reason: ChatFinishReason) -> ChatFinishEvent:
         return ChatFinishEvent(reason, self.usage)

@@ -1,0 +1,118 @@
+"""The chat runtime's promises about what it does not do: write the caller's cancel event, hang
+on a tool whose failure cannot be printed, or call a parallel batch of calls a loop."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ollm_lite.chat import ChatClient
+from ollm_lite.providers.scripted import ScriptedProvider, ScriptedTurn
+from ollm_lite.tools import ToolRegistry, tool
+from ollm_lite.types import (
+    ChatFinishEvent,
+    FinishEvent,
+    TextEvent,
+    ToolCall,
+    ToolCallEvent,
+    ToolCallStartEvent,
+)
+
+#: Generous bound for a chat that must end (a hang is the failure, not slowness).
+HANG_S = 30.0
+
+
+def call(name: str, args: dict[str, Any], id: str = "c1") -> ToolCallEvent:
+    return ToolCallEvent(ToolCall.from_arguments(id, name, args))
+
+
+def finish_of(events: list[Any]) -> ChatFinishEvent:
+    assert isinstance(events[-1], ChatFinishEvent), events
+    return events[-1]
+
+
+# --------------------------------------------------------------------------- the caller's cancel
+
+
+def test_leaving_a_chat_early_does_not_set_the_callers_cancel_event() -> None:
+    """``break`` + ``close()`` stop the chat but leave the caller's event alone, so the next
+    chat sharing that event still runs."""
+    cancel = threading.Event()
+    provider = ScriptedProvider([ScriptedTurn([TextEvent("a"), TextEvent("b")], delay=0.01), "ok"])
+    client = ChatClient(provider, model="m")
+    gen = client.chat("x", cancel=cancel)
+    for event in gen:
+        if isinstance(event, TextEvent):
+            break
+    gen.close()
+    assert not cancel.is_set()
+    events = list(client.chat("again", cancel=cancel))
+    assert finish_of(events) == ChatFinishEvent("complete")
+    assert [e.value for e in events if isinstance(e, TextEvent)] == ["ok"]
+
+
+def test_closing_one_chat_does_not_cut_off_a_concurrent_chat_on_the_same_event() -> None:
+    """Two chats share one cancel event; closing the first mid-tool leaves the second whole."""
+    cancel = threading.Event()
+    started = threading.Event()
+    release = threading.Event()
+
+    @tool
+    def slow(cancel: threading.Event) -> str:
+        """Wait until released or cancelled."""
+        started.set()
+        release.wait(HANG_S)
+        return "cancelled" if cancel.is_set() else "done"
+
+    first = ChatClient(
+        ScriptedProvider([[call("slow", {}), FinishEvent("tool")], "never"]),
+        tools=[slow],
+        model="m",
+    )
+    gen = first.chat("x", cancel=cancel)
+    for event in gen:
+        if isinstance(event, ToolCallStartEvent):
+            break
+    assert started.wait(HANG_S)
+    gen.close()
+    assert not cancel.is_set()
+
+    second = ChatClient(
+        ScriptedProvider([[call("slow", {}), FinishEvent("tool")], "answer"]),
+        tools=[slow],
+        model="m",
+    )
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.extend(second.chat("y", cancel=cancel)))
+    worker.start()
+    release.set()
+    worker.join(HANG_S)
+    assert not worker.is_alive()
+    results = [e.result for e in out if e.type == "tool_call_result"]
+    assert [r.data for r in results] == ["done"]
+    assert finish_of(out) == ChatFinishEvent("complete")
+
+
+def test_the_callers_event_still_cancels_tools_and_requests() -> None:
+    """Setting the caller's event reaches a running tool (through the chat's own event)."""
+    cancel = threading.Event()
+    seen: list[bool] = []
+
+    @tool
+    def waiter(cancel: threading.Event) -> str:
+        """Wait for the cancel event."""
+        seen.append(cancel.wait(HANG_S))
+        return "x"
+
+    client = ChatClient(
+        ScriptedProvider([[call("waiter", {}), FinishEvent("tool")], "never"]),
+        tools=[waiter],
+        model="m",
+    )
+    events = []
+    for event in client.chat("x", cancel=cancel):
+        events.append(event)
+        if isinstance(event, ToolCallStartEvent):
+            cancel.set()
+    assert finish_of(events) == ChatFinishEvent("cancelled")
+    assert cancel.is_set()
