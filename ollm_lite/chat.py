@@ -8,7 +8,7 @@ loop ends at the first stop point:
 * ``complete`` — the model answered without tool calls;
 * ``max_turns`` — ``max_turns`` model turns were used;
 * ``loop_detected`` — the same failing call (tool name + canonical JSON of its arguments)
-  failed three times;
+  failed in three turns (identical calls within one turn count once);
 * ``token_limit`` — the next request would not fit the model's context window (nothing sent);
 * ``cancelled`` — the ``cancel`` event was set (the HTTP read in progress is interrupted,
   queued tool calls are not started, running ones receive the event);
@@ -78,7 +78,7 @@ logger = logging.getLogger(__name__)
 ToolMode = Literal["auto", "native", "react"]
 _TOOL_MODES: tuple[ToolMode, ...] = ("auto", "native", "react")
 
-#: The same failing call this many times ends the chat with ``loop_detected``.
+#: The same failing call in this many turns ends the chat with ``loop_detected``.
 LOOP_LIMIT = 3
 _POLL_S = 0.02  # how often a wait for tool results looks at the cancel event
 
@@ -579,14 +579,17 @@ class _Loop:
         return results
 
     def _looping(self, turn: Turn) -> bool:
-        for call, result in zip(turn.tool_calls, turn.results, strict=True):
-            if result.ok:
-                continue
-            key = (call.name, _canonical(call.args, call.arguments))
+        """Count this turn's failing calls, each distinct call once: a repeat is a loop only
+        across turns (three identical calls made in parallel are one attempt the model has
+        not yet seen the answer to)."""
+        failed = {
+            (call.name, _canonical(call.args, call.arguments))
+            for call, result in zip(turn.tool_calls, turn.results, strict=True)
+            if not result.ok
+        }
+        for key in failed:
             self.failures[key] += 1
-            if self.failures[key] >= LOOP_LIMIT:
-                return True
-        return False
+        return any(self.failures[key] >= LOOP_LIMIT for key in failed)
 
 
 # --------------------------------------------------------------------------- tool execution

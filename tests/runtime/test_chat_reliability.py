@@ -116,3 +116,36 @@ def test_the_callers_event_still_cancels_tools_and_requests() -> None:
             cancel.set()
     assert finish_of(events) == ChatFinishEvent("cancelled")
     assert cancel.is_set()
+
+
+# --------------------------------------------------------------------------- loop detection
+
+
+@tool
+def roll_die() -> int:
+    """Roll a die (always fails here)."""
+    raise RuntimeError("the die fell off the table")
+
+
+def test_identical_failing_calls_in_one_turn_are_not_a_loop() -> None:
+    """Three identical parallel calls failing in one turn: the model sees the three errors
+    and the chat goes on."""
+    burst = [call("roll_die", {}, f"c{i}") for i in range(3)]
+    provider = ScriptedProvider([[*burst, FinishEvent("tool")], "I could not roll."])
+    client = ChatClient(provider, tools=ToolRegistry([roll_die]), model="m")
+    events = list(client.chat("roll three dice"))
+    assert finish_of(events) == ChatFinishEvent("complete")
+    assert len(provider.requests) == 2
+    tool_messages = [m for m in provider.requests[1].messages if m.role == "tool"]
+    assert len(tool_messages) == 3
+    assert all('"ok": false' in m.text for m in tool_messages)
+
+
+def test_the_same_failing_call_in_three_turns_is_a_loop_however_many_per_turn() -> None:
+    """Repeats count turn by turn: three turns of the same burst end with loop_detected."""
+    burst = [call("roll_die", {}, f"c{i}") for i in range(3)]
+    turns = [[*burst, FinishEvent("tool")] for _ in range(4)]
+    provider = ScriptedProvider(turns)
+    client = ChatClient(provider, tools=[roll_die], model="m")
+    assert finish_of(list(client.chat("x"))) == ChatFinishEvent("loop_detected")
+    assert len(provider.requests) == 3
