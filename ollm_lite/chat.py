@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._cancel_scope import LinkedEvent, cancel_scope
+from ._safe_text import exception_text, type_name
 from .errors import ConfigError, OllmError, ProviderNotFound
 from .providers.base import ProviderAdapter
 from .react import STOP_SEQUENCES, ReActToolHandler
@@ -295,7 +296,7 @@ class _Loop:
             info = (
                 exc.to_info()
                 if isinstance(exc, OllmError)
-                else ErrorInfo(f"{type(exc).__name__}: {exc}", "LLM_BAD_RESPONSE")
+                else ErrorInfo(exception_text(exc), "LLM_BAD_RESPONSE")
             )
             closed_early = False
             yield ErrorEvent(info)
@@ -615,11 +616,14 @@ class _ToolBatch:
         self._done = [threading.Event() for _ in calls]
         self._next = 0
         self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
         for _ in range(min(width, len(calls))):
             self._start_worker()
 
     def _start_worker(self) -> None:
-        threading.Thread(target=self._work, name="ollm-tool", daemon=True).start()
+        worker = threading.Thread(target=self._work, name="ollm-tool", daemon=True)
+        self._workers.append(worker)
+        worker.start()
 
     def _work(self) -> None:
         while True:
@@ -630,18 +634,27 @@ class _ToolBatch:
                 self._next += 1
                 self._started[index] = time.monotonic()
             call = self._calls[index]
+            result: ToolResult | None = None
             try:
-                result = self._registry.execute(call, self._cancel)
+                answer: object = self._registry.execute(call, self._cancel)
+                # A registry subclass may break its contract: check rather than trust.
+                result = (
+                    answer
+                    if isinstance(answer, ToolResult)
+                    else _failure(
+                        "TOOL_RESULT_INVALID",
+                        f"tool {call.name!r} gave a {type_name(answer)}, not a ToolResult",
+                    )
+                )
             except BaseException as exc:  # even KeyboardInterrupt: this thread must answer
                 result = _failure(
                     "TOOL_EXECUTION_FAILED",
-                    f"tool {call.name!r} raised {type(exc).__name__}: {exc}",
-                    {"exception": type(exc).__name__},
+                    f"tool {call.name!r} raised {exception_text(exc)}",
+                    {"exception": type_name(exc)},
                 )
-            with self._lock:
-                if self._results[index] is None:
-                    self._results[index] = result
-            self._done[index].set()
+            finally:  # whatever happened above, the call gets an answer and its waiter wakes
+                self._settle(index, result or _stopped(call))
+                self._done[index].set()
 
     def results_in_order(self) -> Iterator[ToolResult]:
         for index, call in enumerate(self._calls):
@@ -652,6 +665,13 @@ class _ToolBatch:
         while not done.wait(_POLL_S):
             if self._cancel.is_set():
                 return self._settle(index, _failure("CANCELLED", f"tool {call.name!r} cancelled"))
+            if not any(worker.is_alive() for worker in self._workers) and not done.is_set():
+                with self._lock:  # every worker is gone: run what is queued, answer the rest
+                    queued = self._next <= index
+                if not queued:
+                    return self._settle(index, _stopped(call))
+                self._start_worker()
+                continue
             started = self._started[index]
             if (
                 self._timeout is not None
@@ -686,6 +706,10 @@ class _ToolBatch:
 
 def _failure(code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(ok=False, error=ErrorInfo(message, code, details))
+
+
+def _stopped(call: ToolCall) -> ToolResult:
+    return _failure("TOOL_EXECUTION_FAILED", f"tool {call.name!r} stopped without a result")
 
 
 def _unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:

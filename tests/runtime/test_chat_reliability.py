@@ -16,6 +16,7 @@ from ollm_lite.types import (
     ToolCall,
     ToolCallEvent,
     ToolCallStartEvent,
+    ToolResult,
 )
 
 #: Generous bound for a chat that must end (a hang is the failure, not slowness).
@@ -149,3 +150,96 @@ def test_the_same_failing_call_in_three_turns_is_a_loop_however_many_per_turn() 
     client = ChatClient(provider, tools=[roll_die], model="m")
     assert finish_of(list(client.chat("x"))) == ChatFinishEvent("loop_detected")
     assert len(provider.requests) == 3
+
+
+# --------------------------------------------------------------------------- unprintable failures
+
+
+class Unprintable(Exception):
+    """An exception whose text cannot be produced: ``str()`` and ``repr()`` raise."""
+
+    def __str__(self) -> str:
+        raise Unprintable()
+
+    def __repr__(self) -> str:
+        raise Unprintable()
+
+
+@tool
+def broken() -> str:
+    """Fails with an exception that cannot be printed."""
+    raise Unprintable()
+
+
+def run_bounded(client: ChatClient, prompt: str) -> list[Any]:
+    """The chat's events, collected on a thread: a hang fails the test instead of the run."""
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.extend(client.chat(prompt)), daemon=True)
+    worker.start()
+    worker.join(HANG_S)
+    assert not worker.is_alive(), "the chat hung"
+    return out
+
+
+def test_execute_reports_an_exception_that_cannot_be_printed_by_its_type() -> None:
+    result = ToolRegistry([broken]).execute(ToolCall.from_arguments("c1", "broken", {}))
+    assert not result.ok and result.error is not None
+    assert result.error.code == "TOOL_EXECUTION_FAILED"
+    assert "Unprintable" in result.error.message
+    assert '"ok": false' in result.to_json()
+
+
+def test_a_tool_whose_exception_cannot_be_printed_does_not_hang_the_chat() -> None:
+    provider = ScriptedProvider([[call("broken", {}), FinishEvent("tool")], "sorry"])
+    events = run_bounded(ChatClient(provider, tools=[broken], model="m"), "x")
+    results = [e.result for e in events if e.type == "tool_call_result"]
+    assert len(results) == 1 and not results[0].ok
+    assert finish_of(events) == ChatFinishEvent("complete")
+
+
+class RaisingRegistry(ToolRegistry):
+    """A registry subclass that breaks the never-raises contract of ``execute``."""
+
+    def execute(self, call: ToolCall, cancel: threading.Event | None = None) -> Any:
+        raise Unprintable()
+
+
+class NoneRegistry(ToolRegistry):
+    """A registry subclass whose ``execute`` answers something that is no ToolResult."""
+
+    def execute(self, call: ToolCall, cancel: threading.Event | None = None) -> Any:
+        return None
+
+
+def test_a_worker_whose_registry_raises_still_answers_every_call() -> None:
+    """The worker thread cannot even describe the failure it caught, yet every call of the
+    batch gets an ``ok=False`` result and the chat goes on."""
+    calls = [call("broken", {"n": i}, f"c{i}") for i in range(3)]
+    provider = ScriptedProvider([[*calls, FinishEvent("tool")], "done"])
+    client = ChatClient(provider, tools=RaisingRegistry([broken]), model="m")
+    events = run_bounded(client, "x")
+    results = [e.result for e in events if e.type == "tool_call_result"]
+    assert len(results) == 3 and not any(r.ok for r in results)
+    assert finish_of(events) == ChatFinishEvent("complete")
+
+
+def test_a_registry_answering_no_tool_result_gives_an_invalid_result() -> None:
+    provider = ScriptedProvider([[call("broken", {}), FinishEvent("tool")], "done"])
+    client = ChatClient(provider, tools=NoneRegistry([broken]), model="m")
+    events = run_bounded(client, "x")
+    results = [e.result for e in events if e.type == "tool_call_result"]
+    assert [r.error.code for r in results if r.error] == ["TOOL_RESULT_INVALID"]
+    assert finish_of(events) == ChatFinishEvent("complete")
+
+
+def test_a_tool_result_with_data_json_cannot_carry_is_an_invalid_result() -> None:
+    """A tool may return a ``ToolResult`` itself; its data is checked like any return value."""
+
+    @tool
+    def odd() -> ToolResult:
+        """Returns a result that cannot be serialised."""
+        return ToolResult(ok=True, data={"when": object(), "nan": float("nan")})
+
+    result = ToolRegistry([odd]).execute(ToolCall.from_arguments("c1", "odd", {}))
+    assert not result.ok and result.error is not None
+    assert result.error.code == "TOOL_RESULT_INVALID"
