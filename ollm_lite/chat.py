@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ._cancel_scope import LinkedEvent, cancel_scope
+from ._history_format import json_kind, message_from_dict, message_to_dict, optional_str
 from ._safe_text import exception_text, type_name
 from .errors import ConfigError, OllmError, ProviderNotFound
 from .providers.base import ProviderAdapter
@@ -914,15 +915,25 @@ class Conversation:
         """Read a conversation written by :meth:`save`.
 
         Raises:
-            ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved
-                conversation.
+            ConfigError: ``CONFIG_INVALID`` when the file is unreadable, is not JSON, or any
+                part of it is not what :meth:`save` writes (nothing else escapes).
         """
         try:
             data = json.loads(Path(path).read_text("utf-8"))
-            messages = [message_from_dict(m) for m in data["messages"]]
-            system_prompt = data.get("system_prompt")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"cannot load a conversation from {path}: {exc}") from exc
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, found {json_kind(data)}")
+            if data.get("version", 1) != 1:
+                raise ValueError(f"unsupported version {data.get('version')!r} (expected 1)")
+            raw_messages = data.get("messages")
+            if not isinstance(raw_messages, list):
+                raise ValueError(f"'messages' must be a list, found {json_kind(raw_messages)}")
+            messages = [message_from_dict(m) for m in raw_messages]
+            system_prompt = optional_str(data, "system_prompt")
+        except (OSError, ValueError, TypeError, RecursionError) as exc:
+            raise ConfigError(
+                f"cannot load a conversation from {path}: {exception_text(exc)}",
+                details={"path": str(path)},
+            ) from exc
         return cls(client, system_prompt=system_prompt, history=messages)
 
 
@@ -931,53 +942,3 @@ _STOP_ERRORS = {
     "loop_detected": ("the same failing tool call was repeated", "LOOP_DETECTED"),
     "token_limit": ("the conversation no longer fits the context window", "TOKEN_LIMIT_EXCEEDED"),
 }
-
-
-def message_to_dict(message: Message) -> dict[str, Any]:
-    """A message as JSON-ready data (the history file format)."""
-    parts: list[dict[str, Any]] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            parts.append({"type": "text", "text": part.text})
-        else:
-            parts.append({"type": "image", "data": part.data, "mime_type": part.mime_type})
-    out: dict[str, Any] = {"role": message.role, "parts": parts}
-    if message.name is not None:
-        out["name"] = message.name
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ]
-    return out
-
-
-def message_from_dict(data: Mapping[str, Any]) -> Message:
-    """The inverse of :func:`message_to_dict`.
-
-    Raises:
-        ValueError: for an unknown role or part type.
-    """
-    role = data["role"]
-    if role not in ("system", "user", "assistant", "tool"):
-        raise ValueError(f"unknown role {role!r}")
-    parts: list[TextPart | ImagePart] = []
-    for part in data.get("parts", []):
-        if part.get("type") == "text":
-            parts.append(TextPart(part["text"]))
-        elif part.get("type") == "image":
-            parts.append(ImagePart(part["data"], part["mime_type"]))
-        else:
-            raise ValueError(f"unknown part type {part.get('type')!r}")
-    calls = [
-        ToolCall.from_arguments(c["id"], c["name"], c.get("arguments", ""))
-        for c in data.get("tool_calls", [])
-    ]
-    return Message(
-        role,
-        parts,
-        name=data.get("name"),
-        tool_call_id=data.get("tool_call_id"),
-        tool_calls=calls,
-    )
