@@ -300,7 +300,7 @@ class _Loop:
                 else ErrorInfo(exception_text(exc), "LLM_BAD_RESPONSE")
             )
             closed_early = False
-            yield ErrorEvent(info)
+            yield ErrorEvent(info, exception=exc)
             yield ChatFinishEvent("error", self.usage)
         finally:
             if closed_early:  # the caller stopped iterating: stop whatever still runs
@@ -323,7 +323,7 @@ class _Loop:
             adapter = self._adapter()
             model = self._model()
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             yield self._finish("error")
             return
         self.history.append(user)

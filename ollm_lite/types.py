@@ -427,6 +427,9 @@ class ErrorEvent:
     """The end of a stream by failure; text yielded before it stays valid."""
 
     error: ErrorInfo
+    exception: BaseException | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """The exception behind the failure when there was one (for tracebacks, ``--debug``);
+    not part of the event's value: equality, ``repr`` and ``error`` ignore it."""
     type: ClassVar[Literal["error"]] = "error"
 
 

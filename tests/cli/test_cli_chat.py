@@ -184,6 +184,30 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert "ollm-lite: error [CONNECTION_FAILED]" in out.stderr
 
 
+def test_chat_debug_shows_the_traceback_of_a_failed_chat(tmp_path: Path) -> None:
+    """``chat --debug``: the exception behind the error event is printed as a traceback,
+    then the one-line error; without ``--debug`` only the line."""
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--debug", "--host", url, "--model", "m", "chat", "hi")
+    assert out.returncode == 1
+    assert "Traceback (most recent call last)" in out.stderr
+    assert "ConnectionFailed" in out.stderr
+    assert out.stderr.rstrip().splitlines()[-1].startswith("ollm-lite: error [CONNECTION_FAILED]")
+    plain = run(tmp_path, "--host", url, "--model", "m", "chat", "hi")
+    assert_one_line_error(plain.stderr, "CONNECTION_FAILED")
+
+
+def test_chat_json_output_leaves_the_exception_out(tmp_path: Path) -> None:
+    """``--json`` events carry the error as data; the exception object is not serialised."""
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--host", url, "--model", "m", "chat", "--json", "hi")
+    assert out.returncode == 1
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    error = next(e for e in events if e["type"] == "error")
+    assert set(error) == {"type", "error"}
+    assert error["error"]["code"] == "CONNECTION_FAILED"
+
+
 def test_error_mid_stream_keeps_the_partial_answer(tmp_path: Path) -> None:
     with serve({("POST", "/api/chat"): stream(error_midstream_transcript())}) as server:
         out = run(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
