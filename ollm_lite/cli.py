@@ -364,8 +364,15 @@ def _error_line(message: str, code: str) -> str:
 
 @contextlib.contextmanager
 def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
-    """First Ctrl-C sets ``cancel`` (a clean stop); a second one raises KeyboardInterrupt."""
+    """First Ctrl-C sets ``cancel`` (a clean stop); a second one raises KeyboardInterrupt.
+
+    A process started with SIGINT ignored (``nohup``, a background job without job control)
+    keeps ignoring it: whoever started it chose so, and a terminal's Ctrl-C is not meant for it.
+    """
     if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
 
@@ -378,7 +385,8 @@ def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # None: a handler installed from C; the default is the closest we can restore.
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
 
 
 # --------------------------------------------------------------------------- chat
