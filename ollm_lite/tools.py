@@ -657,7 +657,10 @@ class ToolRegistry:
             return invalid
         try:
             kwargs = self._bindings[item.name].arguments(
-                dict(call.args), (cancel or threading.Event()) if item.accepts_cancel else None
+                # A copy: a tool that changes its arguments must not change the call, which
+                # belongs to the caller (a scripted turn, the history, an event already yielded).
+                deepcopy(call.args),
+                (cancel or threading.Event()) if item.accepts_cancel else None,
             )
         except _InvalidArguments as exc:
             return _failure(
