@@ -15,7 +15,9 @@ def type_name(value: object) -> str:
     """The name of ``value``'s type, or ``"object"`` when even that cannot be read."""
     try:
         name = type(value).__name__
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a metaclass's __name__ may raise anything, even SystemExit
         return "object"
     return name if isinstance(name, str) else "object"
 
@@ -24,7 +26,9 @@ def safe_str(value: object) -> str:
     """``str(value)``, or ``<TypeName object>`` when its ``__str__`` raises."""
     try:
         text = str(value)
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a foreign __str__ may raise anything, even SystemExit
         return f"<{type_name(value)} object>"
     return text if isinstance(text, str) else f"<{type_name(value)} object>"
 
@@ -34,6 +38,8 @@ def exception_text(exc: BaseException) -> str:
     name = type_name(exc)
     try:
         message = str(exc)
-    except Exception:
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a foreign __str__ may raise anything, even SystemExit
         return f"{name} (its message cannot be printed)"
     return f"{name}: {message}"
