@@ -222,7 +222,7 @@ class HTTPProvider(BaseProvider):
         try:
             body = self._chat_body(request, stream=True)
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         logger.debug(
             "%s chat_stream model=%s messages=%d tools=%d",
@@ -246,7 +246,7 @@ class HTTPProvider(BaseProvider):
                 return
         except OllmError as exc:
             if state.terminal is None:
-                yield ErrorEvent(exc.to_info())
+                yield ErrorEvent(exc.to_info(), exception=exc)
                 return
         finally:
             self._stream_ended(state)
