@@ -53,7 +53,12 @@ __all__ = [
 
 @runtime_checkable
 class ProviderAdapter(Protocol):
-    """What every provider offers. Optional operations raise ``UnsupportedOperation``."""
+    """What every provider offers. Optional operations raise ``UnsupportedOperation``.
+
+    The built-in providers also take an optional keyword ``cancel`` (a ``threading.Event``)
+    on every method that does I/O; an adapter may too, and the chat runtime passes its cancel
+    event only where the method accepts it (:func:`call_with_cancel`).
+    """
 
     # Read-only properties so class-level constants and instance attributes both satisfy it.
     @property
