@@ -157,7 +157,7 @@ class LocalProvider(HTTPProvider):
         """
         decoder = NDJSONDecoder()  # skips lines that are not JSON objects, counting them
         state = self._state(request, lambda: decoder.skipped)
-        yield from self._stream(request, "/api/chat", decoder, state)
+        return self._stream(request, "/api/chat", decoder, state)
 
     def _state(
         self, request: ProviderRequest, skipped: Callable[[], int] | None = None

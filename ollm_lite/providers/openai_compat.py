@@ -177,7 +177,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         ``CONFIG_INVALID`` (a forced tool that is not offered). Closing the generator early
         releases the connection.
         """
-        yield from self._stream(request, _CHAT_PATH, SSEDecoder(), self._state(request))
+        return self._stream(request, _CHAT_PATH, SSEDecoder(), self._state(request))
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /v1/chat/completions`` with ``stream: false``.
