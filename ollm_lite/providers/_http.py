@@ -141,6 +141,7 @@ class HTTPProvider(BaseProvider):
             model_hint=model_hint,
         )
         self._lock = threading.Lock()
+        self._memo_lock = threading.Lock()  # held while the server is asked: its own lock
         self._memo: dict[str, Any] = {}
 
     def __repr__(self) -> str:
@@ -159,7 +160,7 @@ class HTTPProvider(BaseProvider):
         """``compute()`` once per instance (thread safe); a raised error is not remembered."""
         if key in self._memo:
             return self._memo[key]  # type: ignore[no-any-return]
-        with self._lock:
+        with self._memo_lock:
             if key not in self._memo:
                 self._memo[key] = compute()
             return self._memo[key]  # type: ignore[no-any-return]
