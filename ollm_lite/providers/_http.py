@@ -28,7 +28,6 @@ from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..transport import RetryPolicy, StreamResponse, Timeouts, Transport
 from ..types import (
     ChatResult,
-    EmbeddingResult,
     ErrorEvent,
     ErrorInfo,
     FinishEvent,
@@ -110,8 +109,6 @@ class HTTPProvider(BaseProvider):
     """
 
     _transport: Transport
-    #: Texts per embedding request.
-    embed_batch_size: int = 64
 
     def _connect(
         self,
@@ -350,39 +347,6 @@ class HTTPProvider(BaseProvider):
 
     # ------------------------------------------------------------------ embeddings
 
-    def embed(
-        self,
-        texts: list[str],
-        model: str | None = None,
-        *,
-        cancel: threading.Event | None = None,
-    ) -> EmbeddingResult:
-        """Embedding vectors for ``texts`` in input order, ``embed_batch_size`` per request.
-
-        Raises:
-            ConfigError: ``CONFIG_INVALID`` when no model is given (and the provider has no
-                default) or a text is not a string.
-            ModelNotFound: ``MODEL_NOT_FOUND``.
-            BadResponse: ``LLM_BAD_RESPONSE`` for a wrong vector count or mixed dimensions.
-            ConnectionFailed: ``CONNECTION_FAILED``.
-        """
-        name = self._embedding_model(model)
-        given: Any = texts  # callers without type checking pass a bare string
-        if isinstance(given, str) or not all(isinstance(t, str) for t in given):
-            raise ConfigError("embed() takes a list of strings")
-        vectors: list[list[float]] = []
-        size = self.embed_batch_size
-        for start in range(0, len(texts), size):
-            vectors += self._embed_batch(texts[start : start + size], name, cancel)
-        dims = {len(v) for v in vectors}
-        if len(dims) > 1:
-            raise BadResponse(
-                f"{self.name}: model {name!r} returned vectors of different sizes {sorted(dims)}",
-                provider=self.name,
-                model=name,
-            )
-        return EmbeddingResult(vectors=vectors, model=name, dimensions=dims.pop() if dims else 0)
-
     def _embedding_model(self, model: str | None) -> str:
         """The model to embed with.
 
@@ -392,9 +356,3 @@ class HTTPProvider(BaseProvider):
         if not model:
             raise ConfigError(f"embed() needs an embedding model name for {self.name}")
         return model
-
-    def _embed_batch(
-        self, batch: list[str], model: str, cancel: threading.Event | None
-    ) -> list[list[float]]:
-        """One vector per text of ``batch``."""
-        raise self._unsupported("embeddings")

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from ..errors import Cancelled, UnsupportedOperation, error_from_code
+from ..errors import BadResponse, Cancelled, ConfigError, UnsupportedOperation, error_from_code
 from ..streams import DEFAULT_MAX_LINE
 from ..types import (
     ChatResult,
@@ -219,6 +219,8 @@ class BaseProvider:
     name: ClassVar[str] = "base"
     streaming_format: ClassVar[str] = "sse"
     capabilities: ProviderCapabilities = ProviderCapabilities()
+    #: Texts per embedding request.
+    embed_batch_size: int = 64
 
     def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
         """Stream one model response."""
@@ -282,7 +284,44 @@ class BaseProvider:
         *,
         cancel: threading.Event | None = None,
     ) -> EmbeddingResult:
-        """Embedding vectors for ``texts``."""
+        """Embedding vectors for ``texts`` in input order, ``embed_batch_size`` per request.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when no model is given (and the provider has no
+                default) or a text is not a string.
+            ModelNotFound: ``MODEL_NOT_FOUND``.
+            BadResponse: ``LLM_BAD_RESPONSE`` for a wrong vector count or mixed dimensions.
+            ConnectionFailed: ``CONNECTION_FAILED``.
+        """
+        name = self._embedding_model(model)
+        given: Any = texts  # callers without type checking pass a bare string
+        if isinstance(given, str) or not all(isinstance(t, str) for t in given):
+            raise ConfigError("embed() takes a list of strings")
+        vectors: list[list[float]] = []
+        size = self.embed_batch_size
+        for start in range(0, len(texts), size):
+            vectors += self._embed_batch(texts[start : start + size], name, cancel)
+        dims = {len(v) for v in vectors}
+        if len(dims) > 1:
+            raise BadResponse(
+                f"{self.name}: model {name!r} returned vectors of different sizes {sorted(dims)}",
+                provider=self.name,
+                model=name,
+            )
+        return EmbeddingResult(vectors=vectors, model=name, dimensions=dims.pop() if dims else 0)
+
+    def _embedding_model(self, model: str | None) -> str:
+        """The model to embed with (a provider without embeddings says so here).
+
+        Raises:
+            UnsupportedOperation: ``UNSUPPORTED_OPERATION`` unless a subclass embeds.
+        """
+        raise self._unsupported("embeddings")
+
+    def _embed_batch(
+        self, batch: list[str], model: str, cancel: threading.Event | None
+    ) -> list[list[float]]:
+        """One vector per text of ``batch``."""
         raise self._unsupported("embeddings")
 
     def health(self, *, cancel: threading.Event | None = None) -> HealthStatus:
