@@ -589,7 +589,12 @@ class _Loop:
 
 
 class _ToolBatch:
-    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn."""
+    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn.
+
+    Each call gets a cancel event of its own, set when the chat is cancelled and when that
+    call runs past the timeout: a tool that takes ``cancel`` (an MCP server's tool among
+    them) learns that its result is no longer wanted and can stop its work.
+    """
 
     def __init__(
         self,
@@ -606,6 +611,7 @@ class _ToolBatch:
         self._results: list[ToolResult | None] = [None] * len(calls)
         self._started: list[float | None] = [None] * len(calls)
         self._done = [threading.Event() for _ in calls]
+        self._call_cancel = [threading.Event() for _ in calls]
         self._next = 0
         self._lock = threading.Lock()
         for _ in range(min(width, len(calls))):
@@ -624,7 +630,7 @@ class _ToolBatch:
                 self._started[index] = time.monotonic()
             call = self._calls[index]
             try:
-                result = self._registry.execute(call, self._cancel)
+                result = self._registry.execute(call, self._call_cancel[index])
             except BaseException as exc:  # even KeyboardInterrupt: this thread must answer
                 result = _failure(
                     "TOOL_EXECUTION_FAILED",
@@ -644,6 +650,8 @@ class _ToolBatch:
         done = self._done[index]
         while not done.wait(_POLL_S):
             if self._cancel.is_set():
+                for event in self._call_cancel:
+                    event.set()
                 return self._settle(index, _failure("CANCELLED", f"tool {call.name!r} cancelled"))
             started = self._started[index]
             if (
@@ -659,6 +667,7 @@ class _ToolBatch:
                         {"timeout": self._timeout},
                     ),
                 )
+                self._call_cancel[index].set()
                 with self._lock:
                     queued = self._next < len(self._calls)
                 if queued:  # its thread is still stuck in the tool: the queue needs another
