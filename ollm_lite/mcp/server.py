@@ -342,23 +342,36 @@ class McpToolSchema(ToolSchema):
         if server is None:
             raise ConfigError(f"tool {self.name!r} is not bound to an MCP server")
         remote = self.remote_name or self.name
-
-        def run(arguments: dict[str, Any], cancel: threading.Event | None) -> ToolResult:
-            return server.call_tool(remote, arguments, cancel=cancel)
-
-        def call(**arguments: Any) -> ToolResult:
-            return server.call_tool(remote, arguments)
-
-        call.__name__ = self.name
-        call.__doc__ = self.description
         return Tool(
             name=self.name,
             description=self.description,
             parameters=self.parameters if self.parameters is not None else {"type": "object"},
-            fn=call,
-            runner=run,
+            fn=_ServerCall(server, remote),
+            runner=_ServerRun(server, remote),
             server=server.name,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _ServerCall:
+    """Calls one tool on one server; equal for the same server and tool (registries compare)."""
+
+    server: McpServer
+    remote: str
+
+    def __call__(self, **arguments: Any) -> ToolResult:
+        return self.server.call_tool(self.remote, arguments)
+
+
+@dataclass(frozen=True, slots=True)
+class _ServerRun:
+    """The registry's runner for one tool on one server (equal for the same pair)."""
+
+    server: McpServer
+    remote: str
+
+    def __call__(self, arguments: dict[str, Any], cancel: threading.Event | None) -> ToolResult:
+        return self.server.call_tool(self.remote, arguments, cancel=cancel)
 
 
 # --------------------------------------------------------------------------- mcp_tools
