@@ -832,6 +832,11 @@ def config_secrets(config: Config) -> list[str]:
     ]
     for server in servers.values() if isinstance(servers, dict) else ():
         found.extend(_secret_strings(getattr(server, "headers", None)))
+        env: Any = getattr(server, "env", None)
+        if isinstance(env, dict):
+            found.extend(
+                s for k, v in env.items() if _secret_path(str(k)) for s in _secret_strings(v)
+            )
     return found
 
 
@@ -887,6 +892,8 @@ def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
         value = getattr(server, key)
         if value is not None and value != {}:
             values[key] = value
+    if isinstance(server.env, dict) and server.env:
+        values["env"] = {k: "***" if _secret_path(str(k)) else v for k, v in server.env.items()}
     if isinstance(server.headers, dict) and server.headers:
         values["headers"] = {k: "***" for k in server.headers}
     return values

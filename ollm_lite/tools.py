@@ -20,6 +20,9 @@ a dataclass / ``TypedDict``            a nested object with its own ``properties
 no annotation / ``Any``                ``{}`` (any JSON value)
 =====================================  ===================================================
 
+Tools living elsewhere (an MCP server's, from ``McpServer.tools()``) carry a ``runner`` instead:
+the registry hands it the JSON arguments and the cancel event, unconverted.
+
 A parameter with a default is not ``required`` (its default is written as ``"default"`` when
 JSON can express it). A parameter named ``cancel`` is left out of the schema: the tool then
 receives the chat's ``threading.Event`` there and should return early once it is set.
@@ -568,6 +571,11 @@ def _failure(code: str, message: str, details: dict[str, Any] | None = None) -> 
 class ToolRegistry:
     """The tools of a chat, by name; runs calls and turns every failure into a result.
 
+    Besides functions and tools it accepts tool schemas bound to a server (what
+    ``McpServer.tools()`` returns). When such a tool shares its name with another tool of the
+    registry, it is renamed ``<server>_<name>`` (cut to ``[A-Za-z0-9_-]{1,64}``); local tools
+    and unique names never change.
+
     Attributes:
         timeout: Per-call wall-clock limit in seconds the chat runtime enforces
             (``None``: no limit); a call over it gets a ``TOOL_TIMEOUT`` result.
@@ -605,6 +613,9 @@ class ToolRegistry:
 
         Returns:
             The registered :class:`Tool`.
+
+        A server's tool whose name is taken is renamed ``<server>_<name>``; a local tool whose
+        name a server's tool holds takes the name, and that tool is renamed instead.
 
         Raises:
             ToolDefinitionError: ``TOOL_INVALID_DEFINITION`` when the function cannot be a tool

@@ -51,6 +51,11 @@ class ScriptError(llamacpp.ScriptError):
     """A failure this script explains in one line (exit code 1)."""
 
 
+def say(message: str) -> None:
+    """Progress for people, on stderr (``command`` keeps stdout to one JSON line)."""
+    print(f"[mcp_servers] {message}", file=sys.stderr, flush=True)
+
+
 @dataclass(frozen=True)
 class McpServerBuild:
     """One pinned server: its cached folder and how to install and run it."""
@@ -108,7 +113,7 @@ def install(names: Sequence[ServerName] = SERVER_NAMES) -> dict[ServerName, Path
         )
         path, seconds = llamacpp.ensure_build(root, server.build, steps)
         if seconds is not None:
-            llamacpp.say(f"installed {server.build.requirement} in {seconds:.1f} s")
+            say(f"installed {server.build.requirement} in {seconds:.1f} s")
         out[name] = path
     return out
 
@@ -151,11 +156,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "install":
             names = SERVER_NAMES if args.server == "all" else (args.server,)
             for name, path in install(names).items():
-                llamacpp.say(f"{name}: {path}")
+                say(f"{name}: {path}")
         else:
             print(json.dumps(command(args.name)))
     except llamacpp.ScriptError as exc:
-        llamacpp.say(f"error: {exc}")
+        say(f"error: {exc}")
         return 1
     return 0
 

@@ -4,9 +4,9 @@
 streamable HTTP endpoint; both finish the ``initialize`` handshake before returning, within
 ``start_timeout``. :meth:`McpServer.tools` lists the tools (``tools/list``, every page
 followed through ``nextCursor``, MCP specification: Server > Utilities > Pagination) as
-:class:`McpToolSchema` values — :class:`~ollm_lite.types.ToolSchema`\\ s bound to the server,
-which :class:`~ollm_lite.tools.ToolRegistry`, ``ChatClient(tools=...)`` and the script API
-accept like ``@tool`` functions. The list is fetched again after the server sends
+:class:`McpToolSchema` values: tool schemas (:class:`~ollm_lite.types.ToolSchema`) bound to
+the server, which :class:`~ollm_lite.tools.ToolRegistry`, ``ChatClient(tools=...)`` and the
+script API accept like ``@tool`` functions. The list is fetched again after the server sends
 ``notifications/tools/list_changed``.
 
 A call (``tools/call``) never raises into the chat: it becomes a
