@@ -26,7 +26,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import BadResponse, Cancelled, ConfigError, ConnectionFailed, OllmError
+from ..errors import (
+    BadResponse,
+    Cancelled,
+    ConfigError,
+    ConnectionFailed,
+    HTTPStatusError,
+    OllmError,
+)
 from ..streams import iter_sse
 from ..transport import RetryPolicy, Timeouts, Transport
 from .jsonrpc import (
@@ -42,7 +49,7 @@ from .jsonrpc import (
     parse_message,
 )
 
-__all__ = ["HttpTransport"]
+__all__ = ["HttpTransport", "SessionExpired"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +59,15 @@ _CLOSE_TIMEOUT_S = 5.0
 
 OnMessage = Callable[[Message | Oversized | BadResponse | Failed], None]
 OnClose = Callable[[OllmError], None]
+
+
+class SessionExpired(ConnectionFailed):
+    """The server answered 404 to a request carrying its ``Mcp-Session-Id``: the session ended.
+
+    "When a client receives HTTP 404 in response to a request containing an Mcp-Session-Id, it
+    MUST start a new session by sending a new InitializeRequest without a session ID attached"
+    (Basic > Transports > Streamable HTTP > Session Management); the session does that once.
+    """
 
 
 class HttpTransport:
@@ -159,6 +175,9 @@ class HttpTransport:
                 )
         except Cancelled:
             pass  # abandoned by the session: it already knows
+        except HTTPStatusError as exc:
+            if not abort.is_set():
+                self._fail(request.id, self._expired(exc) or exc)
         except OllmError as exc:
             if not abort.is_set():
                 self._fail(request.id, exc)
@@ -166,12 +185,34 @@ class HttpTransport:
             with self._lock:
                 self._aborts.pop(request.id, None)
 
+    def _expired(self, exc: HTTPStatusError) -> SessionExpired | None:
+        session = exc.details.get("session_id")
+        if exc.status != 404 or session is None:
+            return None
+        with self._lock:
+            if self.session_id == session:  # forget it: the next initialize starts afresh
+                self.session_id = None
+                self.protocol_version = None
+        return SessionExpired(
+            f"{self.describe} ended the session {session!r} (HTTP 404)",
+            details={"session_id": session},
+        )
+
     def _post(self, request: Request, abort: threading.Event) -> bool:
+        headers = self._headers()
+        try:
+            return self._post_with(request, abort, headers)
+        except HTTPStatusError as exc:
+            if "Mcp-Session-Id" in headers:
+                exc.details["session_id"] = headers["Mcp-Session-Id"]
+            raise
+
+    def _post_with(self, request: Request, abort: threading.Event, headers: dict[str, str]) -> bool:
         with self._http.open_stream(
             "POST",
             self.url,
             json_body=_wire(request),
-            headers=self._headers(),
+            headers=headers,
             cancel=abort,
             retry=False,
         ) as response:

@@ -40,6 +40,7 @@ from ..errors import (
     OllmError,
     RequestTimeout,
 )
+from .http import SessionExpired
 from .jsonrpc import (
     MAX_MESSAGE_BYTES,
     METHOD_NOT_FOUND,
@@ -132,6 +133,9 @@ class McpSession:
         self._lock = threading.Lock()
         self._closed: OllmError | None = None
         self._garbage: BadResponse | None = None
+        self._start_timeout = 30.0
+        self._epoch = 0  # handshakes done; a request retried after an expired session
+        self._handshake_lock = threading.Lock()
 
     # ------------------------------------------------------------------ handshake
 
@@ -145,13 +149,17 @@ class McpSession:
                 complete the handshake.
         """
         self.transport.start(self._on_message, self._on_close)
+        self._start_timeout = start_timeout
+        self._handshake(start_timeout)
+
+    def _handshake(self, start_timeout: float) -> None:
         params = {
             "protocolVersion": LATEST_PROTOCOL_VERSION,
             "capabilities": {},
             "clientInfo": dict(CLIENT_INFO),
         }
         try:
-            result = self.request("initialize", params, timeout=start_timeout, cancellable=False)
+            result = self._request("initialize", params, start_timeout, None, None, False)
         except McpError as exc:
             if exc.rpc_code == UNSUPPORTED_PROTOCOL_VERSION:
                 raise _stateless_only(self.label, exc) from exc
@@ -210,6 +218,26 @@ class McpSession:
             ConnectionFailed: ``CONNECTION_FAILED``: the server is gone.
             BadResponse: ``LLM_BAD_RESPONSE``: the answer was over the size limit.
         """
+        epoch = self._epoch
+        try:
+            return self._request(method, params, timeout, cancel, on_progress, cancellable)
+        except SessionExpired:
+            with self._handshake_lock:
+                if self._epoch == epoch:  # the first caller to notice starts a new session
+                    logger.debug("%s: session expired; initializing again", self.label)
+                    self._handshake(self._start_timeout)
+                    self._epoch += 1
+            return self._request(method, params, timeout, cancel, on_progress, cancellable)
+
+    def _request(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float,
+        cancel: threading.Event | None,
+        on_progress: ProgressCallback | None,
+        cancellable: bool,
+    ) -> Any:
         rid = next(self._ids)
         pending = _Pending(method, on_progress)
         params = dict(params or {})

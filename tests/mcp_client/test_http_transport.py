@@ -23,7 +23,7 @@ SESSION = "sess-123"
 
 @dataclass
 class Script:
-    mode: str = "json"  # json | sse | resume | expired | silent
+    mode: str = "json"  # json | sse | resume | expired | always_expired | silent
     seen: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
     big: int = 0
 
@@ -70,7 +70,11 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             script.seen.append(("POST", dict(self.headers), body))
             method, rid = body.get("method"), body.get("id")
-            if script.mode == "expired" and method == "tools/call":
+            session = self.headers.get("Mcp-Session-Id")
+            expired = script.mode == "always_expired" or (
+                script.mode == "expired" and session == SESSION
+            )
+            if expired and method == "tools/call":
                 self.send_response(404)
                 self.end_headers()
                 return
@@ -100,7 +104,8 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             if method == "initialize":
-                self.send_header("Mcp-Session-Id", SESSION)
+                again = any(b and b.get("method") == "initialize" for _, _, b in script.seen[:-1])
+                self.send_header("Mcp-Session-Id", SESSION + "-2" if again else SESSION)
             self.end_headers()
             self.wfile.write(data)
 
@@ -170,14 +175,27 @@ def test_a_stream_that_ends_early_is_resumed_with_last_event_id(web: tuple[str, 
     assert gets[0]["Last-Event-ID"] == "e1"
 
 
-def test_an_expired_session_is_a_tool_error(web: tuple[str, Script]) -> None:
+def test_an_expired_session_starts_a_new_one(web: tuple[str, Script]) -> None:
     url, script = web
     script.mode = "expired"
+    with McpServer.http(url) as server:
+        assert server.call_tool("echo", {"text": "again"}).data == "again"
+    posts = [(h, b) for kind, h, b in script.seen if kind == "POST"]
+    inits = [h for h, b in posts if b["method"] == "initialize"]
+    assert len(inits) == 2 and "Mcp-Session-Id" not in inits[1]
+    last_call = [h for h, b in posts if b["method"] == "tools/call"][-1]
+    assert last_call["Mcp-Session-Id"] == SESSION + "-2"
+
+
+def test_a_session_that_keeps_expiring_is_a_tool_error(web: tuple[str, Script]) -> None:
+    url, script = web
+    script.mode = "always_expired"
     with McpServer.http(url) as server:
         result = server.call_tool("echo", {"text": "x"})
     assert not result.ok and result.error is not None
     assert result.error.code == "TOOL_EXECUTION_FAILED"
-    assert result.error.details is not None and result.error.details["code"] == "LLM_HTTP_ERROR"
+    assert result.error.details is not None
+    assert result.error.details["code"] == "CONNECTION_FAILED"
 
 
 def test_an_answer_over_the_limit_is_an_error(web: tuple[str, Script]) -> None:
