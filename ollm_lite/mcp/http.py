@@ -41,6 +41,7 @@ from .jsonrpc import (
     ErrorResponse,
     Failed,
     Message,
+    Notification,
     Oversized,
     Request,
     RequestId,
@@ -96,6 +97,8 @@ class HttpTransport:
             start_hint="check the MCP server's URL and that it is running",
         )
         self._aborts: dict[RequestId, threading.Event] = {}
+        self._listen_stop = threading.Event()
+        self._listener: threading.Thread | None = None
         self._lock = threading.Lock()
         self._closed = False
         self._on_message: OnMessage | None = None
@@ -124,6 +127,8 @@ class HttpTransport:
             "POST", self.url, json_body=_wire(message), headers=self._headers(), retry=False
         ) as response:
             response.read_body(self.max_message_bytes)
+        if isinstance(message, Notification) and message.method == "notifications/initialized":
+            self._listen()
 
     def abandon(self, request_id: RequestId) -> None:
         """Shut the connection of an abandoned request down."""
@@ -142,6 +147,9 @@ class HttpTransport:
             self._aborts.clear()
         for abort in aborts:
             abort.set()
+        self._listen_stop.set()
+        if self._listener is not None and self._listener is not threading.current_thread():
+            self._listener.join(_CLOSE_TIMEOUT_S)
         if self.session_id is not None:
             # "Clients that no longer need a particular session SHOULD send an HTTP DELETE";
             # a 405 says the server does not allow it, which is fine.
@@ -261,6 +269,62 @@ class HttpTransport:
             )
             return True, None
         return answered, last_id
+
+    def _listen(self) -> None:
+        """Open the GET stream for messages the server sends on its own (once per session).
+
+        "The client MAY issue an HTTP GET to the MCP endpoint" to receive server requests and
+        notifications (``tools/list_changed``, log messages) outside of any request; a 405
+        says the server offers no such stream.
+        """
+        with self._lock:
+            if self._listener is not None and self._listener.is_alive():
+                return
+            self._listener = threading.Thread(
+                target=self._listen_loop, name="ollm-mcp-listen", daemon=True
+            )
+            self._listener.start()
+
+    def _listen_loop(self) -> None:
+        last_id: str | None = None
+        failures = 0
+        while not self._listen_stop.is_set() and failures < _RESUME_ATTEMPTS:
+            extra = {"Accept": "text/event-stream"}
+            if last_id is not None:
+                extra["Last-Event-ID"] = last_id
+            try:
+                with self._http.open_stream(
+                    "GET",
+                    self.url,
+                    headers=self._headers(extra),
+                    cancel=self._listen_stop,
+                    retry=False,
+                ) as response:
+                    if "text/event-stream" not in response.headers.get("content-type", ""):
+                        return
+                    failures = 0
+                    for event in iter_sse(response.iter_chunks(), max_line=self.max_message_bytes):
+                        last_id = event.id or last_id
+                        if event.data.strip():
+                            self._deliver_any(event.data.encode("utf-8"))
+            except HTTPStatusError as exc:
+                logger.debug("%s: no GET stream (%s)", self.describe, exc.status)
+                return
+            except OllmError as exc:
+                failures += 1
+                logger.debug("%s: GET stream ended: %s", self.describe, exc.message)
+            if self._listen_stop.wait(1.0):
+                return
+
+    def _deliver_any(self, raw: bytes) -> None:
+        callback = self._on_message
+        assert callback is not None
+        try:
+            message = parse_message(raw)
+        except BadResponse as exc:
+            callback(exc)
+            return
+        callback(message)
 
     def _deliver(self, request: Request, raw: bytes) -> bool:
         """Hand one message to the session; whether it was the answer to ``request``."""

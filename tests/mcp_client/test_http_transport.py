@@ -23,9 +23,10 @@ SESSION = "sess-123"
 
 @dataclass
 class Script:
-    mode: str = "json"  # json | sse | resume | expired | always_expired | silent
+    mode: str = "json"  # json | sse | resume | expired | always_expired | silent | push
     seen: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
     big: int = 0
+    closed: threading.Event = field(default_factory=threading.Event)
 
 
 def _result(rid: Any, method: str, params: dict[str, Any], script: Script) -> Any:
@@ -58,6 +59,16 @@ def _handler(script: Script) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             script.seen.append(("GET", dict(self.headers), None))
+            if script.mode == "push":
+                deadline = time.monotonic() + 30  # the change comes after the first listing
+                while time.monotonic() < deadline and not any(
+                    b and b.get("method") == "tools/list" for _, _, b in script.seen
+                ):
+                    time.sleep(0.02)
+                changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+                self._sse([(json.dumps(changed), "p1")])
+                script.closed.wait(30)  # hold the stream open until the test ends
+                return
             if script.mode != "resume" or self.headers.get("Last-Event-ID") != "e1":
                 self.send_response(405)
                 self.end_headers()
@@ -131,6 +142,7 @@ def web() -> Iterator[tuple[str, Script]]:
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/mcp", script
     finally:
+        script.closed.set()
         server.shutdown()
         server.server_close()
 
@@ -171,7 +183,7 @@ def test_a_stream_that_ends_early_is_resumed_with_last_event_id(web: tuple[str, 
     script.mode = "resume"
     with McpServer.http(url) as server:
         assert server.call_tool("echo", {"text": "x"}).data == "resumed"
-    gets = [h for kind, h, _ in script.seen if kind == "GET"]
+    gets = [h for kind, h, _ in script.seen if kind == "GET" and "Last-Event-ID" in h]
     assert gets[0]["Last-Event-ID"] == "e1"
 
 
@@ -229,3 +241,23 @@ def test_mcp_tools_from_a_url(web: tuple[str, Script]) -> None:
 def test_only_http_urls() -> None:
     with pytest.raises(ConfigError):
         McpServer.http("ftp://example.invalid/mcp")
+
+
+def test_the_get_stream_brings_tools_list_changed(web: tuple[str, Script]) -> None:
+    url, script = web
+    script.mode = "push"
+    with McpServer.http(url) as server:
+        server.tools()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            listed = [b for kind, _, b in script.seen if kind == "POST" and b["method"] == (
+                "tools/list")]  # fmt: skip
+            if server._tools is None and len(listed) == 1:
+                break
+            time.sleep(0.05)
+        server.tools()
+    gets = [h for kind, h, _ in script.seen if kind == "GET"]
+    assert gets and gets[0]["Accept"] == "text/event-stream"
+    assert gets[0]["Mcp-Session-Id"] == SESSION
+    listed = [b for kind, _, b in script.seen if kind == "POST" and b["method"] == "tools/list"]
+    assert len(listed) == 2  # listed again after the change
