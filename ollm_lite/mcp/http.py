@@ -10,7 +10,10 @@ request, and ``DELETE``s the session when it closes. From 2025-06-18 on, every r
 the handshake carries ``MCP-Protocol-Version: <negotiated version>``. An SSE stream that ends
 before the response arrived is resumed with a ``GET`` carrying ``Last-Event-ID`` when the
 server numbered its events (2025-11-25: the server may close the stream at any time and the
-client "polls" it); otherwise the request fails with ``CONNECTION_FAILED``.
+client "polls" it); otherwise the request fails with ``CONNECTION_FAILED``. After the
+handshake a ``GET`` stream carries what the server sends outside any request (a ``405``: it
+offers none), and a ``404`` to a request carrying the session id ends that session
+(:class:`SessionExpired`; the session layer starts a new one).
 
 Each request runs its POST on a daemon thread of its own, so calls from many threads proceed
 in parallel; abandoning a request (timeout, cancel) shuts its connection down through the
