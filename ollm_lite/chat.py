@@ -616,6 +616,18 @@ class _ToolBatch:
         self._lock = threading.Lock()
         for _ in range(min(width, len(calls))):
             self._start_worker()
+        if calls:
+            threading.Thread(
+                target=self._relay_cancel, name="ollm-tool-cancel", daemon=True
+            ).start()
+
+    def _relay_cancel(self) -> None:
+        """Set every call's event once the chat's is set, even when nobody reads the results."""
+        while not all(done.is_set() for done in self._done):
+            if self._cancel.wait(_POLL_S):
+                for event in self._call_cancel:
+                    event.set()
+                return
 
     def _start_worker(self) -> None:
         threading.Thread(target=self._work, name="ollm-tool", daemon=True).start()
