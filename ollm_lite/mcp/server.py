@@ -440,9 +440,10 @@ def from_config(name: str, config: Any = None) -> McpServer:
     entry = loaded.mcp_servers.get(name)
     if entry is None:
         known = ", ".join(sorted(loaded.mcp_servers)) or "none configured"
+        hint = f"; to start a command give a list, e.g. [{name!r}]" if " " not in name else ""
         raise ConfigError(
             f"no MCP server named {name!r} in the configuration ([mcp.servers.{name}]); "
-            f"known: {known}",
+            f"known: {known}{hint}",
             details={"name": name, "known": sorted(loaded.mcp_servers)},
         )
     prefix = f"mcp.servers.{name}"

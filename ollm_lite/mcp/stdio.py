@@ -94,7 +94,7 @@ class StdioTransport:
                 start_new_session=True,
                 bufsize=0,
             )
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError) as exc:  # TypeError: a non-str env value
             raise ConfigError(
                 f"cannot start the MCP server {self.command!r}: {exc}; check the command "
                 "(is the server installed and on the PATH?) and cwd",
