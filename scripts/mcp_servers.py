@@ -19,6 +19,9 @@ Usage::
     python3 scripts/mcp_servers.py install [--server time|git|everything|all]
     python3 scripts/mcp_servers.py command NAME     # prints the server's command as JSON
 
+After ``install``, ``<cache root>/mcp/bin`` holds ``mcp-server-time``, ``mcp-server-git`` and
+``mcp-server-everything``: put it on ``PATH`` to start the servers by their usual names.
+
 Standard library only (plus ``npm`` on the PATH for the npm server).
 """
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -115,7 +119,31 @@ def install(names: Sequence[ServerName] = SERVER_NAMES) -> dict[ServerName, Path
         if seconds is not None:
             say(f"installed {server.build.requirement} in {seconds:.1f} s")
         out[name] = path
+        _write_shim(root, name)
     return out
+
+
+#: The name each server's own package gives its command.
+EXECUTABLES: dict[ServerName, str] = {
+    "time": "mcp-server-time",
+    "git": "mcp-server-git",
+    "everything": "mcp-server-everything",
+}
+
+
+def _write_shim(root: Path, name: ServerName) -> None:
+    """``<root>/bin/<command>``: put that folder on PATH to run the servers by their names."""
+    folder = root / "bin"
+    folder.mkdir(parents=True, exist_ok=True)
+    shim = folder / EXECUTABLES[name]
+    parts = command(name, root)
+    if name == "everything":
+        parts = parts[:-1]  # its first argument picks the transport; stdio when none is given
+    argv = " ".join(shlex.quote(part) for part in parts)
+    tmp = shim.with_name(f".{shim.name}.{os.getpid()}")
+    tmp.write_text(f'#!/bin/sh\nexec {argv} "$@"\n')
+    tmp.chmod(0o755)
+    os.replace(tmp, shim)
 
 
 def mcp_root() -> Path:
