@@ -28,7 +28,16 @@ def _install(name: mcp_servers.ServerName) -> list[str]:
             text = str(exc).lower()
             offline = any(
                 word in text
-                for word in ("network", "resolve", "connection", "enotfound", "eai_again", "timed")
+                for word in (
+                    "network",
+                    "resolve",
+                    "resolution",
+                    "connection",
+                    "could not find a version",
+                    "enotfound",
+                    "eai_again",
+                    "timed out",
+                )
             )
             if offline:
                 pytest.skip(
