@@ -233,7 +233,12 @@ class HttpTransport:
             if "text/event-stream" in ctype:
                 answered, last_id = self._read_events(request, response.iter_chunks())
             else:
-                answered, last_id = self._deliver(request, response.read_body(self._limit())), None
+                try:
+                    body = response.read_body(self.max_message_bytes)
+                except BadResponse as exc:
+                    self._fail(request.id, self._too_large(exc))
+                    return True
+                answered, last_id = self._deliver(request, body), None
         attempts = 0
         while not answered and last_id is not None and attempts < _RESUME_ATTEMPTS:
             attempts += 1
@@ -248,8 +253,12 @@ class HttpTransport:
                 last_id = newer or last_id
         return answered
 
-    def _limit(self) -> int:
-        return self.max_message_bytes
+    def _too_large(self, exc: BadResponse) -> BadResponse:
+        return BadResponse(
+            f"{self.describe} sent a message over the {self.max_message_bytes} byte limit; "
+            "it was not read",
+            details={"limit": self.max_message_bytes, "reason": exc.message},
+        )
 
     def _read_events(self, request: Request, chunks: Any) -> tuple[bool, str | None]:
         answered = False
@@ -262,14 +271,7 @@ class HttpTransport:
                 if answered:
                     break
         except BadResponse as exc:  # an event over the size limit
-            self._fail(
-                request.id,
-                BadResponse(
-                    f"{self.describe} sent a message over the "
-                    f"{self.max_message_bytes} byte limit; it was not read",
-                    details={"limit": self.max_message_bytes, "reason": exc.message},
-                ),
-            )
+            self._fail(request.id, self._too_large(exc))
             return True, None
         return answered, last_id
 

@@ -272,7 +272,7 @@ class McpServer:
         except Cancelled as exc:
             return _failed("CANCELLED", exc)
         except BadResponse as exc:
-            code = "TOOL_RESULT_TOO_LARGE" if "size" in exc.details else "TOOL_RESULT_INVALID"
+            code = "TOOL_RESULT_TOO_LARGE" if "limit" in exc.details else "TOOL_RESULT_INVALID"
             return _failed(code, exc)
         except OllmError as exc:
             return _failed("TOOL_EXECUTION_FAILED", exc)

@@ -358,10 +358,11 @@ class McpSession:
             )
 
     def _oversized(self, message: Oversized) -> None:
+        limit = getattr(self.transport, "max_message_bytes", MAX_MESSAGE_BYTES)
         error = BadResponse(
-            f"{self.label} sent a message of {message.size} bytes, over the size limit "
-            f"({MAX_MESSAGE_BYTES // (1024 * 1024)} MiB unless set lower); it was not read",
-            details={"size": message.size},
+            f"{self.label} sent a message of {message.size} bytes, over the {limit} byte "
+            "limit; it was not read",
+            details={"size": message.size, "limit": limit},
         )
         with self._lock:
             if message.id is not None and message.id in self._pending:

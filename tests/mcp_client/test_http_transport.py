@@ -216,7 +216,7 @@ def test_an_answer_over_the_limit_is_an_error(web: tuple[str, Script]) -> None:
     with McpServer.http(url, max_message_bytes=20_000) as server:
         result = server.call_tool("echo", {"text": "x"})
     assert not result.ok and result.error is not None
-    assert result.error.code in ("TOOL_RESULT_TOO_LARGE", "TOOL_RESULT_INVALID")
+    assert result.error.code == "TOOL_RESULT_TOO_LARGE"
 
 
 def test_a_silent_server_times_out_and_is_told_to_cancel(web: tuple[str, Script]) -> None:
