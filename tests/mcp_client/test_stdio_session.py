@@ -138,7 +138,9 @@ def test_answers_out_of_order_reach_the_right_callers() -> None:
         second.start()
         first.join(60)
         second.join(60)
+        pid = server.pid
     assert results == {"first": "first", "second": "second"}
+    assert pid is not None and wait_gone(pid)
 
 
 def test_a_timeout_cancels_the_call_on_the_server(fake_log: Path) -> None:
@@ -255,6 +257,17 @@ def test_a_server_that_never_answers_times_out_and_is_ended() -> None:
 def test_a_flood_of_notifications_does_not_stop_the_answer() -> None:
     with McpServer.stdio(fake_command("flood", "20000"), timeout=120) as server:
         assert server.call_tool("echo", {"text": "after the flood"}).data == "after the flood"
+        pid = server.pid
+    assert pid is not None and wait_gone(pid)
+
+
+def test_a_flood_without_an_answer_times_out() -> None:
+    with McpServer.stdio(fake_command("flood", "1000000"), timeout=2.0) as server:
+        result = server.call_tool("echo", {"text": "never"})
+        assert not result.ok and result.error is not None
+        assert result.error.code == "TOOL_TIMEOUT"
+        pid = server.pid
+    assert pid is not None and wait_gone(pid)
 
 
 def test_a_20_mb_result_arrives_whole() -> None:
@@ -263,6 +276,8 @@ def test_a_20_mb_result_arrives_whole() -> None:
         result = server.call_tool("big", {"size": size})
         assert result.ok and isinstance(result.data, str) and len(result.data) == size
         assert server.call_tool("echo", {"text": "next"}).data == "next"
+        pid = server.pid
+    assert pid is not None and wait_gone(pid)
 
 
 def test_a_result_over_the_limit_is_an_error_not_a_truncation() -> None:
