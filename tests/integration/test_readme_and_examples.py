@@ -65,13 +65,14 @@ def newcomer_env(
 def _run(
     args: list[str], env: dict[str, str], cwd: Path, **kw: object
 ) -> subprocess.CompletedProcess[str]:
+    # Generous: a 4 000-token prompt on a busy 2-core machine takes minutes, not seconds.
     return subprocess.run(
         args,
         env=env,
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=900,
         **kw,  # type: ignore[call-overload]
     )
 
@@ -121,7 +122,10 @@ def test_snippets_report_errors_instead_of_swallowing_them(
     chatting = [c for c in SNIPPETS if ".chat(" in c or "chat_stream(" in c]
     chatting = [c for c in chatting if not any(m in c for m in OTHER_SERVERS)]
     chatting = [c for c in chatting if "ScriptedProvider" not in c]
-    assert len(chatting) >= 3
+    # The cancel= snippet's timer may stop the connection retries first: a chat cancelled by
+    # its caller ends "cancelled", with no error to report.
+    chatting = [c for c in chatting if "cancel=" not in c]
+    assert len(chatting) >= 2
     for code in chatting:
         done = _run([sys.executable, "-c", code], dead, tmp_path)
         assert done.returncode != 0, code
