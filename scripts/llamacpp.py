@@ -799,6 +799,8 @@ def config_text(info: ServerInfo) -> str:
         f'model = "{info.model}"\n'
         "[providers.llamacpp]\n"
         f'base_url = "{info.base_url}"\n'
+        "# A CPU server reads a long prompt before it sends a byte: minutes on a busy machine.\n"
+        "timeout = 600\n"
     )
 
 

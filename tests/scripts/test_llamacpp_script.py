@@ -373,6 +373,7 @@ def test_cli_start_prints_one_json_line_and_stop_all(
     assert (loaded.provider, loaded.model) == ("openai-compatible", "smollm2-135m")
     assert loaded.providers["openai-compatible"].base_url == info["base_url"]
     assert loaded.providers["openai-compatible"].backend == "llamacpp"
+    assert loaded.providers["openai-compatible"].timeout == 600
     assert f"wrote {config}" in captured.err
     assert f"OPENAI_COMPATIBLE_HOST={info['base_url']}" in captured.err
     assert llamacpp.main(["stop", "--all"]) == 0
