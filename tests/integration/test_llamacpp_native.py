@@ -3,6 +3,11 @@
 The token-limit tests use a second server started with ``-c 512`` and prompts of digits: Gemma's
 tokenizer spends one token per digit, so ceil(chars / 4) would put these prompts at a quarter
 of their real size. The warning and the stop can only come from the real tokenizer.
+
+No tool-call test runs here: with ``--jinja`` SmolLM2-135M-Instruct's own template reports
+``supports_tools: false`` in ``/props``, and in ten prompts (two tools offered, temperature 0)
+it answered in text ten times out of ten both with ``tool_choice`` absent and with
+``"required"``. The tool tests use llama-cpp-python's server, whose grammar forces a named call.
 """
 
 from __future__ import annotations
