@@ -91,6 +91,14 @@ _EXPORTS: dict[str, str] = {
     "ReActToolHandler": "react",
     "TokenCounter": "tokens",
     "ChatClient": "chat",
+    # the script API
+    "Client": "client",
+    "Reply": "_reply",
+    "Session": "_session",
+    "ask": "client",
+    "connect": "client",
+    "load_session": "client",
+    "stream": "client",
     "Conversation": "chat",
     "Turn": "chat",
     # configuration
@@ -122,6 +130,19 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         ChatClient as ChatClient,
         Conversation as Conversation,
         Turn as Turn,
+    )
+    from ._reply import (
+        Reply as Reply,
+    )
+    from ._session import (
+        Session as Session,
+    )
+    from .client import (
+        Client as Client,
+        ask as ask,
+        connect as connect,
+        load_session as load_session,
+        stream as stream,
     )
     from .config import (
         Config as Config,

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from ..errors import Cancelled, UnsupportedOperation, error_from_code
 from ..types import (
@@ -186,6 +186,15 @@ class BaseProvider:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+
+    def close(self) -> None:
+        """Release pooled connections; the provider stays usable (nothing to do here)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _unsupported(self, what: str) -> UnsupportedOperation:
         return UnsupportedOperation(
