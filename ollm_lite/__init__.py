@@ -126,16 +126,16 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
-    from .chat import (
-        ChatClient as ChatClient,
-        Conversation as Conversation,
-        Turn as Turn,
-    )
     from ._reply import (
         Reply as Reply,
     )
     from ._session import (
         Session as Session,
+    )
+    from .chat import (
+        ChatClient as ChatClient,
+        Conversation as Conversation,
+        Turn as Turn,
     )
     from .client import (
         Client as Client,

@@ -492,10 +492,7 @@ class _Loop:
         others are left for the caller (``finish == "tool_calls"``).
         """
         ours = [c for c in turn.tool_calls if not self._is_external(c.name)]
-        for call in turn.tool_calls:
-            if self._is_external(call.name):
-                yield ToolCallStartEvent(call)
-        results = yield from self._run_tools(ours)
+        results = yield from self._run_tools(ours, announce=turn.tool_calls)
         for call, result in zip(ours, results, strict=True):
             if react is not None:
                 self.history.append(Message.user(react.format_observation(result)))
@@ -625,8 +622,13 @@ class _Loop:
             {**self.usage.extra, **usage.extra},
         )
 
-    def _run_tools(self, calls: list[ToolCall]) -> Generator[ChatEvent, None, list[ToolResult]]:
-        """Run ``calls`` in parallel; yield start/result events; return results in call order."""
+    def _run_tools(
+        self, calls: list[ToolCall], announce: list[ToolCall] | None = None
+    ) -> Generator[ChatEvent, None, list[ToolResult]]:
+        """Run ``calls`` in parallel; yield start/result events; return results in call order.
+
+        ``announce``: the calls to yield start events for (default ``calls``), in order.
+        """
         registry = self.tools or ToolRegistry()
         timeout = self.client.tool_timeout or registry.timeout
         remaining = self.settings.remaining()
@@ -634,7 +636,7 @@ class _Loop:
             timeout = max(0.001, remaining if timeout is None else min(timeout, remaining))
         # Started before the start events go out: a slow consumer does not hold the tools back.
         batch = _ToolBatch(registry, calls, self.cancel, self.client.max_parallel_tools, timeout)
-        for call in calls:
+        for call in calls if announce is None else announce:
             yield ToolCallStartEvent(call)
         results: list[ToolResult] = []
         for call, result in zip(calls, batch.results_in_order(), strict=True):

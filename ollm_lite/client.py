@@ -41,13 +41,16 @@ from ._fold import EventFold, Folded, add_usage
 from ._inputs import as_images, as_messages, as_tools
 from ._options import Options, check_names, merge, resolve
 from ._reply import Reply
+from ._session import Session
 from ._typed import AnswerSpec, answer_spec, correction_prompt, parse_answer
 from .chat import ChatClient, ToolMode, Turn
+from .config import PROVIDER_ALIASES, PROVIDERS, canonical_provider
 from .errors import (
     BadResponse,
     Cancelled,
     ConfigError,
     OllmError,
+    ProviderNotFound,
     TokenLimitExceeded,
     error_from_code,
 )
@@ -65,7 +68,6 @@ from .types import (
 )
 
 if TYPE_CHECKING:
-    from ._session import Session
     from .config import Config
 
 __all__ = [
@@ -319,8 +321,6 @@ class Client:
 
     def session(self, system: str | None = None, tools: Any = None) -> Session:
         """A conversation that keeps its history across calls (see :class:`Session`)."""
-        from ._session import Session
-
         return Session(self, system=system, tools=tools)
 
     # ------------------------------------------------------------------ internals
@@ -576,13 +576,19 @@ def connect(
     """
     check_names(options, "connect")
     given = None if provider is None or isinstance(provider, str) else provider
+    if given is not None and not callable(getattr(given, "chat_stream", None)):
+        raise ConfigError(f"provider must be a name or a provider object, not {provider!r}")
     if given is not None and (host is not None or api_key is not None or hosts is not None):
         raise ConfigError(
             "host=, hosts= and api_key= configure a provider by name; the provider object "
             "given is configured already"
         )
-    if provider is not None and given is None and not isinstance(provider, str):
-        raise ConfigError(f"provider must be a name or a provider object, not {provider!r}")
+    if isinstance(provider, str) and canonical_provider(provider)[0] not in PROVIDERS:
+        raise ProviderNotFound(
+            f"no provider named {provider!r}; choose from {', '.join(PROVIDERS)} or an alias "
+            f"({', '.join(sorted(PROVIDER_ALIASES))})",
+            provider=provider,
+        )
     settings = client_config(
         config,
         provider=provider if isinstance(provider, str) else None,
@@ -659,11 +665,3 @@ def load_session(path: str | os.PathLike[str], client: Client | None = None) -> 
     from ._session import load
 
     return load(path, client if client is not None else default_client())
-
-
-def __getattr__(name: str) -> Any:
-    if name == "Session":  # defined beside its persistence code; re-exported here
-        from ._session import Session
-
-        return Session
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
