@@ -20,13 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ._options import Options, check_names
+from ._outcome import failed, raise_for
 from ._reply import Reply
+from ._typed import answer_spec
 from .chat import ToolMode, message_from_dict, message_to_dict
 from .errors import ConfigError, OllmError
 from .types import ChatEvent, Message
 
 if TYPE_CHECKING:
-    from .client import Client, _Call
+    from ._prepare import Call
+    from .client import Client
 
 __all__ = ["Session", "load"]
 
@@ -80,14 +83,11 @@ class Session:
         **options: Unpack[Options],
     ) -> Any:
         """:meth:`Client.ask <ollm_lite.client.Client.ask>`, continuing this conversation."""
-        from ._typed import answer_spec
-        from .client import _raise_for
-
         check_names(options, "ask")
         call = self._start(prompt, system, model, images, options)
         spec = answer_spec(schema) if schema is not None else None
         reply, folded = self.client._reply(call, cancel, spec)
-        _raise_for(reply, folded, token_limit=True)
+        raise_for(reply, folded, token_limit=True)
         return reply.value if schema is not None else reply.text
 
     def stream(
@@ -124,12 +124,10 @@ class Session:
         After ``finish == "tool_calls"``, answer the calls left to you with
         ``chat.run([Message.tool(result, call), ...])``.
         """
-        from .client import _raise_for
-
         check_names(options, "run")
         call = self._start(prompt, system, model, images, options, tools, max_turns, tool_mode)
         reply, folded = self.client._reply(call, cancel, None)
-        _raise_for(reply, folded, token_limit=False)
+        raise_for(reply, folded, token_limit=False)
         return reply
 
     def events(
@@ -147,13 +145,11 @@ class Session:
     ) -> Iterator[ChatEvent]:
         """:meth:`Client.events <ollm_lite.client.Client.events>`, continuing this
         conversation; never raises (a ``TypeError`` for an unknown keyword aside)."""
-        from .client import _failed
-
         check_names(options, "events")
         try:
             call = self._start(prompt, system, model, images, options, tools, max_turns, tool_mode)
         except OllmError as exc:
-            return _failed(exc)
+            return failed(exc)
         return self.client._events(call, cancel, [])
 
     def _start(
@@ -166,7 +162,7 @@ class Session:
         tools: Any = None,
         max_turns: int | None = None,
         tool_mode: ToolMode = "auto",
-    ) -> _Call:
+    ) -> Call:
         """Prepare a call on this history: the prompt's earlier messages join it now, the
         prompt and the answers as the chat runs."""
         call = self.client._prepare(

@@ -31,15 +31,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ._call_settings import CallSettings
+from ._cancel_scope import cancel_scope
 from ._connect import build_provider, client_config, require_valid, resolve_model
 from ._fold import EventFold, Folded, add_usage
-from ._inputs import as_images, as_messages, as_tools
-from ._options import Options, check_names, merge, resolve
+from ._options import Options, check_names, resolve
+from ._outcome import drain, failed, raise_for, reply_of
+from ._prepare import Call, prepare_call
 from ._reply import Reply
 from ._session import Session
 from ._typed import AnswerSpec, answer_spec, correction_prompt, parse_answer
@@ -51,20 +52,13 @@ from .errors import (
     ConfigError,
     OllmError,
     ProviderNotFound,
-    TokenLimitExceeded,
-    error_from_code,
 )
 from .providers.base import ProviderAdapter
-from .tools import ToolRegistry
 from .types import (
     ChatEvent,
     ChatFinishEvent,
-    ErrorEvent,
-    ErrorInfo,
-    GenerationOptions,
     Message,
     TextEvent,
-    ToolSchema,
 )
 
 if TYPE_CHECKING:
@@ -84,22 +78,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TURNS = 10
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """One prepared call: its messages and everything its requests carry."""
-
-    history: list[Message]
-    """Messages before the prompt (new lists: the loop appends to it)."""
-    prompt: Message
-    system: str | None
-    model: str | None
-    options: GenerationOptions
-    settings: CallSettings
-    tools: ToolRegistry | None
-    max_turns: int | None
-    tool_mode: ToolMode
 
 
 class Client:
@@ -206,7 +184,7 @@ class Client:
         reply, folded = self._reply(
             call, cancel, answer_spec(schema) if schema is not None else None
         )
-        _raise_for(reply, folded, token_limit=True)
+        raise_for(reply, folded, token_limit=True)
         return reply.value if schema is not None else reply.text
 
     def stream(
@@ -279,7 +257,7 @@ class Client:
             tool_mode=tool_mode,
         )
         reply, folded = self._reply(call, cancel, None)
-        _raise_for(reply, folded, token_limit=False)
+        raise_for(reply, folded, token_limit=False)
         return reply
 
     def events(
@@ -316,7 +294,7 @@ class Client:
                 tool_mode=tool_mode,
             )
         except OllmError as exc:
-            return _failed(exc)
+            return failed(exc)
         return self._events(call, cancel, [])
 
     def session(self, system: str | None = None, tools: Any = None) -> Session:
@@ -325,52 +303,9 @@ class Client:
 
     # ------------------------------------------------------------------ internals
 
-    def _prepare(
-        self,
-        prompt: Any,
-        *,
-        system: str | None,
-        model: str | None,
-        images: Any,
-        options: Mapping[str, Any],
-        tools: Any = None,
-        max_turns: int | None = None,
-        tool_mode: ToolMode = "auto",
-    ) -> _Call:
-        """Check and convert everything a call was given (``ConfigError`` for bad input)."""
-        if system is not None and not isinstance(system, str):
-            raise ConfigError(f"system must be a str, not {type(system).__name__}")
-        if model is not None and (not isinstance(model, str) or not model):
-            raise ConfigError(f"model must be a non-empty str, not {model!r}")
-        messages = as_messages(prompt)
-        pictures = as_images(images)
-        if pictures:
-            last = messages[-1]
-            if last.role != "user":
-                raise ConfigError("images= goes with a user message; the prompt ends with another")
-            messages[-1] = replace(last, parts=[*last.parts, *pictures])
-        registry, external = as_tools(tools)
-        resolved = resolve(merge(self.options, options))
-        _check_tool_choice(resolved.tool_choice, registry, external)
-        settings = CallSettings(
-            tool_choice=resolved.tool_choice,
-            think=resolved.think,
-            keep_alive=resolved.keep_alive,
-            headers=dict(resolved.headers or {}),
-            timeout=resolved.timeout,
-            external_tools=external,
-        )
-        return _Call(
-            history=messages[:-1],
-            prompt=messages[-1],
-            system=system,
-            model=model,
-            options=resolved.generation,
-            settings=settings,
-            tools=registry,
-            max_turns=max_turns,
-            tool_mode=tool_mode,
-        )
+    def _prepare(self, prompt: Any, **kwargs: Any) -> Call:
+        """:func:`~ollm_lite._prepare.prepare_call` with this client's option defaults."""
+        return prepare_call(self.options, prompt, **kwargs)
 
     def _model(self, model: str | None) -> str:
         if model:
@@ -382,18 +317,22 @@ class Client:
 
     def _events(
         self,
-        call: _Call,
+        call: Call,
         cancel: threading.Event | None,
         turns: list[Turn],
         *,
         response_format: Any = None,
         deadline: float | None = None,
-    ) -> Iterator[ChatEvent]:
+    ) -> Generator[ChatEvent, None, None]:
         """The chat runtime's events for ``call`` (the loop appends to ``call.history``)."""
         try:
-            model = self._model(call.model)
+            with cancel_scope(cancel):  # listing the server's models may ask over HTTP
+                model = self._model(call.model)
+        except Cancelled:
+            yield ChatFinishEvent("cancelled")
+            return
         except OllmError as exc:
-            yield from _failed(exc)
+            yield from failed(exc)
             return
         settings = call.settings
         if deadline is None and settings.timeout is not None:
@@ -421,29 +360,31 @@ class Client:
             if close is not None:
                 close()
 
-    def _pieces(self, call: _Call, cancel: threading.Event | None) -> Iterator[str]:
+    def _pieces(self, call: Call, cancel: threading.Event | None) -> Iterator[str]:
         fold = EventFold()
-        for event in self._events(call, cancel, []):
-            fold.add(event)
-            if isinstance(event, TextEvent) and event.value:
-                yield event.value
+        events = self._events(call, cancel, [])
+        try:
+            for event in events:
+                fold.add(event)
+                if isinstance(event, TextEvent) and event.value:
+                    yield event.value
+        finally:  # the caller stopped early: stop the request now, not at garbage collection
+            events.close()
         folded = fold.result()
         if folded.finish == "cancelled":
             return
-        _raise_for(_reply_of(folded, [], 0), folded, token_limit=True)
+        raise_for(reply_of(folded, [], 0), folded, token_limit=True)
 
     def _reply(
-        self, call: _Call, cancel: threading.Event | None, spec: AnswerSpec | None
+        self, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
     ) -> tuple[Reply, Folded]:
         """Drive the call to its end; never raises for the chat's own outcome."""
         timeout = call.settings.timeout
         deadline = None if timeout is None else time.monotonic() + timeout
         schema = spec.schema if spec is not None else None
         turns: list[Turn] = []
-        folded = _drain(
-            self._events(call, cancel, turns, response_format=schema, deadline=deadline)
-        )
-        reply = _reply_of(folded, call.history, len(turns))
+        folded = drain(self._events(call, cancel, turns, response_format=schema, deadline=deadline))
+        reply = reply_of(folded, call.history, len(turns))
         if spec is None or reply.finish != "complete":
             return reply, folded
         usage = reply.usage
@@ -456,11 +397,11 @@ class Client:
                 break
             logger.debug("typed answer did not validate (%s); asking again", "; ".join(errors))
             retry = replace(call, prompt=Message.user(correction_prompt(errors, spec)))
-            folded = _drain(
+            folded = drain(
                 self._events(retry, cancel, turns, response_format=schema, deadline=deadline)
             )
             usage = add_usage(usage, folded.usage)
-            reply = _reply_of(folded, call.history, len(turns))
+            reply = reply_of(folded, call.history, len(turns))
             reply.usage = usage
             if reply.finish != "complete":
                 return reply, folded
@@ -472,68 +413,6 @@ class Client:
         )
         reply.finish = "error"
         return reply, folded
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _drain(events: Iterator[ChatEvent]) -> Folded:
-    fold = EventFold()
-    for event in events:
-        fold.add(event)
-    return fold.result()
-
-
-def _reply_of(folded: Folded, history: list[Message], turns: int) -> Reply:
-    finish = folded.finish or "error"
-    error = None
-    if finish == "error":
-        info = folded.error or ErrorInfo("the chat ended without an answer", "LLM_BAD_RESPONSE")
-        error = error_from_code(info)
-    return Reply(
-        text=folded.text,
-        thinking=folded.thinking or None,
-        tool_calls=folded.tool_calls,
-        tool_results=folded.tool_results,
-        usage=folded.usage,
-        finish=finish,
-        turns=max(turns, folded.turns),
-        messages=list(history),
-        error=error,
-    )
-
-
-def _raise_for(reply: Reply, folded: Folded, *, token_limit: bool) -> None:
-    """Raise what a finished call must raise (see the module docstring)."""
-    if reply.error is not None:
-        raise reply.error
-    if reply.finish == "cancelled":
-        raise Cancelled("the call was cancelled")
-    if token_limit and reply.finish == "token_limit":
-        info = folded.error
-        raise TokenLimitExceeded(
-            info.message if info else "the prompt does not fit the model's context window",
-            details=dict(info.details or {}) if info else None,
-        )
-
-
-def _failed(exc: OllmError) -> Iterator[ChatEvent]:
-    yield ErrorEvent(exc.to_info())
-    yield ChatFinishEvent("error")
-
-
-def _check_tool_choice(
-    choice: Any, registry: ToolRegistry | None, external: tuple[ToolSchema, ...]
-) -> None:
-    names = [*(registry.names() if registry else []), *(s.name for s in external)]
-    if isinstance(choice, dict):
-        if choice["name"] not in names:
-            offered = ", ".join(names) or "none"
-            raise ConfigError(
-                f"tool_choice names {choice['name']!r}, which is not among the tools ({offered})"
-            )
-    elif choice == "required" and not names:
-        raise ConfigError("tool_choice='required' needs tools=")
 
 
 # --------------------------------------------------------------------------- connect
