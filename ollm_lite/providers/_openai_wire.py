@@ -187,12 +187,14 @@ def tools_to_openai(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
     return out
 
 
-def _response_format(fmt: Any) -> dict[str, Any]:
+def _response_format(fmt: Any, backend: Backend) -> dict[str, Any]:
     if fmt == "json":
         return {"type": "json_object"}
     if isinstance(fmt, dict):
         if fmt.get("type") in ("json_schema", "json_object", "text"):
             return fmt  # already in the wire shape
+        if backend.schema_format == "json_object":
+            return {"type": "json_object", "schema": fmt}
         return {"type": "json_schema", "json_schema": {"name": "response", "schema": fmt}}
     raise ConfigError(f"response_format must be None, 'json' or a JSON Schema dict, not {fmt!r}")
 
@@ -258,7 +260,8 @@ def chat_body(
     ``tool_choice`` is left out for ``"auto"`` (every server's default when tools are given),
     sent as ``"none"`` or ``"required"``, or as ``{"type": "function", "function": {"name":
     ...}}`` to force a tool. ``response_format``: ``"json"`` → ``{"type": "json_object"}``, a
-    JSON Schema → ``{"type": "json_schema", ...}``. ``repeat_penalty`` goes under the
+    JSON Schema → ``{"type": "json_schema", ...}`` (``{"type": "json_object", "schema": ...}``
+    for the llama.cpp servers). ``repeat_penalty`` goes under the
     backend's own key. ``think``: an effort level → ``reasoning_effort``; ``True``/``False``
     the backend's way (:attr:`~ollm_lite.providers.backends.Backend.thinking_switch`).
     ``keep_alive`` → the backend's key in seconds (LM Studio ``ttl``); other servers keep
@@ -304,7 +307,7 @@ def chat_body(
         elif choice in ("none", "required"):
             body["tool_choice"] = choice
     if request.response_format is not None:
-        body["response_format"] = _response_format(request.response_format)
+        body["response_format"] = _response_format(request.response_format, backend)
     _add_think(body, request.think, backend)
     if request.keep_alive is not None and backend.keep_alive_key is not None:
         seconds = keep_alive_seconds(request.keep_alive)

@@ -64,6 +64,10 @@ class Backend:
             ``"high"`` is always ``reasoning_effort``.
         keep_alive_key: Body key for how long the server keeps the model loaded (LM Studio's
             ``ttl`` in seconds), or ``None`` when the server never unloads models.
+        schema_format: How a JSON Schema answer format is sent: OpenAI's ``"json_schema"``
+            (``{"type": "json_schema", "json_schema": {"name", "schema"}}``) or
+            ``"json_object"`` (``{"type": "json_object", "schema": ...}``, the form both
+            llama.cpp servers turn into a grammar; llama-cpp-python rejects the other).
         quirks: Known stream quirks, for the reader (the parser tolerates all of them anyway).
         source: Where the facts of this row come from.
     """
@@ -84,6 +88,7 @@ class Backend:
     guided_decoding: bool = False
     thinking_switch: Literal["chat_template_kwargs", "reasoning_effort"] = "reasoning_effort"
     keep_alive_key: str | None = None
+    schema_format: Literal["json_schema", "json_object"] = "json_schema"
     quirks: str = ""
     source: str = ""
 
@@ -148,12 +153,14 @@ BACKENDS: dict[str, Backend] = {
         health_path="/health",
         thinking=True,
         thinking_switch="chat_template_kwargs",
+        schema_format="json_object",
         quirks="id and name repeated in every tool-call fragment (llama-cpp-python); final "
         "chunk carries usage and timings (native); SSE comment pings; 503 while loading; "
         "llama-cpp-python ignores include_usage",
         source="[LCPP] tools/server/README.md (/tokenize, /props n_ctx, /health 503, "
         "/v1/models meta, timings, port 8080 moving to 9931), server-http.cpp (Bearer or "
-        "X-Api-Key); [LCPY] /extras/tokenize/count, no /props or /health",
+        "X-Api-Key), response_format json_object + schema; [LCPY] /extras/tokenize/count, no "
+        "/props or /health, server/types.py response_format type text|json_object + schema",
     ),
     "vllm": Backend(
         name="vllm",

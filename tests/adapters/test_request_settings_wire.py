@@ -146,6 +146,16 @@ def test_openai_required_tool_choice_and_json_schema(rsps: responses.RequestsMoc
     }
 
 
+def test_llamacpp_gets_the_schema_as_json_object_with_schema(rsps: responses.RequestsMock) -> None:
+    """Both llama.cpp servers turn ``{"type": "json_object", "schema": ...}`` into a grammar;
+    llama-cpp-python answers 500 to OpenAI's ``json_schema`` form."""
+    drain(
+        OpenAICompatibleProvider(base_url=OPENAI, backend="llamacpp"), req(response_format=SCHEMA)
+    )
+    body, _ = sent(rsps, "/v1/chat/completions")
+    assert body["response_format"] == {"type": "json_object", "schema": SCHEMA}
+
+
 @pytest.mark.parametrize(
     ("backend", "think", "expected"),
     [
