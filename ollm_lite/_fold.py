@@ -8,8 +8,8 @@
   text after the last one (a turn cut short by an error or a cancel) wins when there is any;
 * ``thinking`` joins the reasoning of every turn;
 * ``tool_calls`` are the calls in the order the model made them (``ToolCallStartEvent`` or a
-  provider's ``ToolCallEvent``, each id once), ``tool_results`` the results of the calls that
-  ran, in the same order;
+  provider's ``ToolCallEvent``), ``tool_results`` the results of the calls that ran, in the
+  order they were reported (the chat runtime reports them in call order);
 * ``usage`` is the chat's total (``ChatFinishEvent``) or, for a provider stream, the turn's;
 * ``finish`` is the reason of the terminal event (``None`` when the stream had none) and
   ``error`` the ``ErrorInfo`` of an ``ErrorEvent``.
@@ -80,7 +80,6 @@ class EventFold:
         "_last",
         "_pending",
         "_results",
-        "_seen",
         "_thinking",
         "_turns",
         "_usage",
@@ -92,8 +91,7 @@ class EventFold:
         self._last = ""
         self._thinking: list[str] = []
         self._calls: list[ToolCall] = []
-        self._seen: set[str] = set()
-        self._results: dict[str, ToolResult] = {}
+        self._results: list[tuple[ToolCall, ToolResult]] = []
         self._usage: Usage | None = None
         self._finish: str | None = None
         self._error: ErrorInfo | None = None
@@ -112,11 +110,9 @@ class EventFold:
         elif isinstance(event, ToolCallStartEvent | ToolCallEvent):
             call = event.tool_call if isinstance(event, ToolCallStartEvent) else event.value
             self._pending = True
-            if call.id not in self._seen or not call.id:
-                self._seen.add(call.id)
-                self._calls.append(call)
+            self._calls.append(call)
         elif isinstance(event, ToolCallResultEvent):
-            self._results[event.tool_call.id] = event.result
+            self._results.append((event.tool_call, event.result))
         elif isinstance(event, TurnCompleteEvent):
             self._last = "".join(self._current)
             self._current = []
@@ -138,7 +134,7 @@ class EventFold:
             text=current if current or self._pending else self._last,
             thinking="".join(self._thinking),
             tool_calls=list(self._calls),
-            tool_results=[self._results[c.id] for c in self._calls if c.id in self._results],
+            tool_results=[result for _, result in self._results],
             usage=self._usage,
             finish=self._finish,
             error=self._error,

@@ -264,5 +264,5 @@ def test_the_fold_agrees_with_collect_result(body: list[Any], end: Any) -> None:
         return
     assert folded.text == (result.content or "")
     assert folded.thinking == (result.thinking or "")
-    assert [c.id for c in folded.tool_calls] == list(dict.fromkeys(c.id for c in result.tool_calls))
+    assert folded.tool_calls == result.tool_calls
     assert folded.finish == end.reason
