@@ -386,3 +386,25 @@ def test_module_level_ask_raises_the_config_error_of_connect(tmp_path: object) -
     finally:
         del os.environ["OLLM_PROVIDER"]
     assert raised.value.code == "CONFIG_INVALID"
+
+
+def test_one_client_serves_many_threads() -> None:
+    """Calls from several threads at once each get one whole answer; the model is resolved once."""
+    provider = ScriptedProvider([f"answer {i}" for i in range(16)])
+    llm = ollm_lite.connect(provider)
+    answers: list[str] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        for _ in range(2):
+            text = llm.ask("hi")
+            with lock:
+                answers.append(text)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(answers) == sorted(f"answer {i}" for i in range(16))
+    assert llm.model == "scripted"
