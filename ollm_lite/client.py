@@ -95,6 +95,7 @@ class Client:
         provider: The :class:`~ollm_lite.providers.base.ProviderAdapter`.
         model: The model in use (filled in once resolved).
         options: The default options.
+        context_limits: Context windows by model name, from the configuration.
         schema_retries: As above; may be changed.
 
     A client is thread-safe; use it as a context manager (``with connect() as llm:``) or call
@@ -122,7 +123,8 @@ class Client:
         self.model = model
         self.options = defaults
         self.schema_retries = schema_retries
-        self._chat = ChatClient(provider, max_turns=max_turns, context_limits=context_limits)
+        self.context_limits = dict(context_limits or {})
+        self._chat = ChatClient(provider, max_turns=max_turns, context_limits=self.context_limits)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -306,6 +308,17 @@ class Client:
     def _prepare(self, prompt: Any, **kwargs: Any) -> Call:
         """:func:`~ollm_lite._prepare.prepare_call` with this client's option defaults."""
         return prepare_call(self.options, prompt, **kwargs)
+
+    def resolved_model(self) -> str:
+        """The model calls use: the configured one, else the server's only chat model (asked
+        once, then kept in :attr:`model`).
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when none is configured and the server lists none
+                or several.
+            OllmError: a failure asking the server (``CONNECTION_FAILED`` …).
+        """
+        return self._model(None)
 
     def _model(self, model: str | None) -> str:
         if model:

@@ -156,3 +156,12 @@ def test_providers_are_context_managers() -> None:
         assert provider.remaining == 1
     with LocalProvider(base_url="http://127.0.0.1:9") as local:
         assert local.base_url == "http://127.0.0.1:9"
+
+
+def test_resolved_model_and_context_limits(isolated_config: Path) -> None:
+    write_config(isolated_config, '[context_limits]\n"scripted" = 2048\n')
+    llm = ollm_lite.connect(ScriptedProvider(["x"]))
+    assert llm.model is None
+    assert llm.resolved_model() == "scripted"
+    assert llm.model == "scripted"
+    assert llm.context_limits == {"scripted": 2048}
