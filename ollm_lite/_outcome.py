@@ -15,7 +15,7 @@ from ._reply import Reply
 from .errors import Cancelled, OllmError, TokenLimitExceeded, error_from_code
 from .types import ChatEvent, ChatFinishEvent, ErrorEvent, ErrorInfo, Message
 
-__all__ = ["drain", "failed", "raise_for", "reply_of"]
+__all__ = ["drain", "failed", "failure", "raise_for", "reply_of"]
 
 
 def drain(events: Iterator[ChatEvent]) -> Folded:
@@ -29,8 +29,7 @@ def reply_of(folded: Folded, history: list[Message], turns: int) -> Reply:
     finish = folded.finish or "error"
     error = None
     if finish == "error":
-        info = folded.error or ErrorInfo("the chat ended without an answer", "LLM_BAD_RESPONSE")
-        error = error_from_code(info)
+        error = failure(folded)
     return Reply(
         text=folded.text,
         thinking=folded.thinking or None,
@@ -42,6 +41,18 @@ def reply_of(folded: Folded, history: list[Message], turns: int) -> Reply:
         messages=list(history),
         error=error,
     )
+
+
+def failure(folded: Folded) -> OllmError:
+    """The exception a failed chat raises: the one behind its ``ErrorEvent`` when that is an
+    ``OllmError`` (class, code, details and traceback kept), else one rebuilt from the code,
+    chained to whatever the event carried."""
+    if isinstance(folded.exception, OllmError):
+        return folded.exception
+    info = folded.error or ErrorInfo("the chat ended without an answer", "LLM_BAD_RESPONSE")
+    error = error_from_code(info)
+    error.__cause__ = folded.exception
+    return error
 
 
 def raise_for(reply: Reply, folded: Folded, *, token_limit: bool) -> None:
@@ -59,5 +70,5 @@ def raise_for(reply: Reply, folded: Folded, *, token_limit: bool) -> None:
 
 
 def failed(exc: OllmError) -> Iterator[ChatEvent]:
-    yield ErrorEvent(exc.to_info())
+    yield ErrorEvent(exc.to_info(), exception=exc)
     yield ChatFinishEvent("error")

@@ -19,11 +19,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
+from ._history_format import message_from_dict, message_to_dict
 from ._options import Options, check_names
 from ._outcome import failed, raise_for
 from ._reply import Reply
 from ._typed import answer_spec
-from .chat import ToolMode, message_from_dict, message_to_dict
+from .chat import ToolMode
 from .errors import ConfigError, OllmError
 from .types import ChatEvent, Message
 

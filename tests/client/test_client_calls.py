@@ -408,3 +408,21 @@ def test_one_client_serves_many_threads() -> None:
         t.join()
     assert sorted(answers) == sorted(f"answer {i}" for i in range(16))
     assert llm.model == "scripted"
+
+
+def test_the_exception_behind_an_error_event_is_the_one_raised() -> None:
+    """Class, code, details and traceback of the provider's own exception are kept."""
+    original = ConnectionFailed("cannot connect", url="http://127.0.0.1:9", provider="p")
+    llm, _ = connect([ErrorEvent(original.to_info(), exception=original)])
+    with pytest.raises(ConnectionFailed) as raised:
+        llm.ask("hi")
+    assert raised.value is original
+    assert raised.value.url == "http://127.0.0.1:9"
+
+
+def test_a_non_library_exception_is_wrapped_and_chained() -> None:
+    bug = ValueError("a bug in a custom adapter")
+    llm, _ = connect([ErrorEvent(ErrorInfo("ValueError: bug", "LLM_BAD_RESPONSE"), exception=bug)])
+    with pytest.raises(BadResponse) as raised:
+        llm.ask("hi")
+    assert raised.value.__cause__ is bug
