@@ -5,8 +5,9 @@
   parts; ``tool_calls``, ``tool_call_id`` and ``name`` are read too);
 * images: a path (``str`` / ``os.PathLike``), ``bytes``, a ``data:`` URL or an ``ImagePart``
   (the MIME type comes from the file's first bytes, else its extension);
-* tools: ``@tool`` functions, plain typed functions, a ``ToolRegistry``, and tools without a
-  handler here — OpenAI-format dicts (``{"type": "function", "function": {...}}``) or
+* tools: ``@tool`` functions, plain typed functions, a ``ToolRegistry``, an MCP server's
+  tools (``McpServer.tools()``: schemas bound to their server, run there), and tools without a
+  handler here — OpenAI-format dicts (``{"type": "function", "function": {...}}``) or plain
   ``ToolSchema`` values — that the caller runs itself.
 
 Nothing given is changed: messages are copied, lists are new. Every bad input raises
@@ -20,7 +21,7 @@ import binascii
 import dataclasses
 import mimetypes
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -227,10 +228,12 @@ def as_tools(tools: Any) -> tuple[ToolRegistry | None, tuple[ToolSchema, ...]]:
         tools = [tools]
     if isinstance(tools, str | bytes | Mapping) or not isinstance(tools, Iterable):
         raise ConfigError(f"tools must be a list of tools, not {type(tools).__name__}")
-    handled: list[Tool | Callable[..., Any]] = []
+    handled: list[Any] = []
     external: list[ToolSchema] = []
     for item in tools:
-        if isinstance(item, ToolSchema):
+        if isinstance(item, ToolSchema) and callable(getattr(item, "as_tool", None)):
+            handled.append(item)  # bound to the server it came from (McpServer.tools())
+        elif isinstance(item, ToolSchema):
             external.append(item)
         elif isinstance(item, Mapping):
             external.append(schema_from_openai(item))

@@ -669,7 +669,12 @@ class _Loop:
 
 
 class _ToolBatch:
-    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn."""
+    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn.
+
+    Each call gets a cancel event of its own, set when the chat is cancelled and when that
+    call runs past the timeout: a tool that takes ``cancel`` (an MCP server's tool among
+    them) learns that its result is no longer wanted and can stop its work.
+    """
 
     def __init__(
         self,
@@ -686,11 +691,24 @@ class _ToolBatch:
         self._results: list[ToolResult | None] = [None] * len(calls)
         self._started: list[float | None] = [None] * len(calls)
         self._done = [threading.Event() for _ in calls]
+        self._call_cancel = [threading.Event() for _ in calls]
         self._next = 0
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         for _ in range(min(width, len(calls))):
             self._start_worker()
+        if calls:
+            threading.Thread(
+                target=self._relay_cancel, name="ollm-tool-cancel", daemon=True
+            ).start()
+
+    def _relay_cancel(self) -> None:
+        """Set every call's event once the chat's is set, even when nobody reads the results."""
+        while not all(done.is_set() for done in self._done):
+            if self._cancel.wait(_POLL_S):
+                for event in self._call_cancel:
+                    event.set()
+                return
 
     def _start_worker(self) -> None:
         worker = threading.Thread(target=self._work, name="ollm-tool", daemon=True)
@@ -708,7 +726,7 @@ class _ToolBatch:
             call = self._calls[index]
             result: ToolResult | None = None
             try:
-                answer: object = self._registry.execute(call, self._cancel)
+                answer: object = self._registry.execute(call, self._call_cancel[index])
                 # A registry subclass may break its contract: check rather than trust.
                 result = (
                     answer
@@ -736,6 +754,8 @@ class _ToolBatch:
         done = self._done[index]
         while not done.wait(_POLL_S):
             if self._cancel.is_set():
+                for event in self._call_cancel:
+                    event.set()
                 return self._settle(index, _failure("CANCELLED", f"tool {call.name!r} cancelled"))
             if not any(worker.is_alive() for worker in self._workers) and not done.is_set():
                 with self._lock:  # every worker is gone: run what is queued, answer the rest
@@ -758,6 +778,7 @@ class _ToolBatch:
                         {"timeout": self._timeout},
                     ),
                 )
+                self._call_cancel[index].set()
                 with self._lock:
                     queued = self._next < len(self._calls)
                 if queued:  # its thread is still stuck in the tool: the queue needs another

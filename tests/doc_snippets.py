@@ -12,6 +12,9 @@ there is one, says how to run it (it does not show on the rendered page)::
 * ``files``: ``{name: text}`` written into the snippet's working directory first;
 * ``setup``: Python run before the snippet (not shown on the page), e.g. to define a name
   the page defined in an earlier snippet;
+* ``fake_mcp``: command names (``mcp-server-time`` …) the snippet starts as MCP servers: each
+  is put on ``PATH`` as the suite's fake MCP server (tests/mcp_client/fake_mcp_server.py), and
+  the servers it opened are closed afterwards;
 * ``peer``: another library's code, shown for comparison (docs/comparison.md): it is only
   compiled, since that library and its server are not part of this project's test setup;
 * ``script`` / ``library``: which of the five scripts and whose version (the comparison's
@@ -146,6 +149,35 @@ def run(
     """Execute ``snippet`` in ``tmp_path`` with ``connect`` behind every client it makes."""
     for name, text in snippet.directive.get("files", {}).items():
         (tmp_path / name).write_text(text, "utf-8")
+    fake_mcp = snippet.directive.get("fake_mcp", [])
+    if fake_mcp:
+        _fake_mcp_commands(fake_mcp, tmp_path / "bin", monkeypatch)
+        monkeypatch.setattr(client_module, "_default", None)
+        from ollm_lite.mcp import server as mcp_server
+
+        try:
+            return _execute(snippet, tmp_path, monkeypatch, connect)
+        finally:
+            mcp_server._close_opened()
+    return _execute(snippet, tmp_path, monkeypatch, connect)
+
+
+def _fake_mcp_commands(names: list[str], folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder.mkdir()
+    fake = ROOT / "tests" / "mcp_client" / "fake_mcp_server.py"
+    for name in names:
+        command = folder / name
+        command.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" ok\n', "utf-8")
+        command.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def _execute(
+    snippet: Snippet,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    connect: Callable[..., ollm_lite.Client],
+) -> dict[str, Any]:
     monkeypatch.setattr(client_module, "connect", connect)
     monkeypatch.setattr(ollm_lite, "connect", connect, raising=False)
     monkeypatch.setattr(client_module, "_default", None)
