@@ -8,7 +8,7 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..errors import BadResponse, HTTPStatusError, OllmError
 
@@ -144,6 +144,17 @@ class Backend:
         thinking: Whether reasoning deltas can arrive (``None``: unknown).
         embeddings: Whether ``/v1/embeddings`` exists.
         guided_decoding: Whether vLLM-style guided decoding is available.
+        thinking_switch: How ``think=True/False`` is sent: ``"chat_template_kwargs"``
+            (``{"enable_thinking": …}``, read by the chat templates of reasoning models on vLLM
+            and llama.cpp) or ``"reasoning_effort"`` (OpenAI's field: ``False`` is
+            ``"none"``, ``True`` leaves the server's default). An effort level such as
+            ``"high"`` is always ``reasoning_effort``.
+        keep_alive_key: Body key for how long the server keeps the model loaded (LM Studio's
+            ``ttl`` in seconds), or ``None`` when the server never unloads models.
+        schema_format: How a JSON Schema answer format is sent: OpenAI's ``"json_schema"``
+            (``{"type": "json_schema", "json_schema": {"name", "schema"}}``) or
+            ``"json_object"`` (``{"type": "json_object", "schema": ...}``, the form both
+            llama.cpp servers turn into a grammar; llama-cpp-python rejects the other).
         quirks: Known stream quirks, for the reader (the parser tolerates all of them anyway).
         source: Where the facts of this row come from.
     """
@@ -161,6 +172,9 @@ class Backend:
     thinking: bool | None = None
     embeddings: bool = True
     guided_decoding: bool = False
+    thinking_switch: Literal["chat_template_kwargs", "reasoning_effort"] = "reasoning_effort"
+    keep_alive_key: str | None = None
+    schema_format: Literal["json_schema", "json_object"] = "json_schema"
     quirks: str = ""
     source: str = ""
 

@@ -290,6 +290,7 @@ class HTTPProvider(BaseProvider):
             json_body=body,
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         )

@@ -176,10 +176,12 @@ _PRESETS: tuple[Backend, ...] = (
         # The product spec asks for X-API-Key; LM Studio 0.4+ checks Bearer. Both are sent.
         auth_headers=(_BEARER, ("X-API-Key", False)),
         thinking=None,
+        keep_alive_key="ttl",
         quirks="first tool-call fragment id is a numeric string; reasoning_content only when "
         "the app's developer setting is on",
         source="[LMS] 0_core/authentication.mdx (Bearer, 0.4.0+), 3_openai-compat/index.mdx "
-        "(port 1234), 2_rest/list.md + v0.md (context length), 3_openai-compat/tools.mdx",
+        "(port 1234), 2_rest/list.md + v0.md (context length), 3_openai-compat/tools.mdx, "
+        "api-changelog.md (ttl, 0.3.9)",
     ),
     LocalAI(
         name="localai",
@@ -206,12 +208,15 @@ _PRESETS: tuple[Backend, ...] = (
         aliases=("llama.cpp",),
         health_path="/health",
         thinking=True,
+        thinking_switch="chat_template_kwargs",
+        schema_format="json_object",
         quirks="id and name repeated in every tool-call fragment (llama-cpp-python); final "
         "chunk carries usage and timings (native); SSE comment pings; 503 while loading; "
         "llama-cpp-python ignores include_usage",
         source="[LCPP] tools/server/README.md (/tokenize, /props n_ctx, /health 503, "
         "/v1/models meta, timings, port 8080 moving to 9931), server-http.cpp (Bearer or "
-        "X-Api-Key); [LCPY] /extras/tokenize/count, no /props or /health",
+        "X-Api-Key), response_format json_object + schema; [LCPY] /extras/tokenize/count, no "
+        "/props or /health, server/types.py response_format type text|json_object + schema",
     ),
     Vllm(
         name="vllm",
@@ -222,6 +227,7 @@ _PRESETS: tuple[Backend, ...] = (
         repeat_penalty_key="repetition_penalty",
         thinking=True,
         guided_decoding=True,
+        thinking_switch="chat_template_kwargs",
         quirks="reasoning arrives as delta.reasoning (new) or reasoning_content (old); "
         "guided_* silently ignored from 0.12 (structured_outputs instead); errors may come as "
         "data: {error} before [DONE]",

@@ -221,6 +221,7 @@ class GeminiProvider(HTTPProvider):
             json_body=self._body(request),
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         )
