@@ -186,6 +186,34 @@ def _thinking_config(think: Any) -> dict[str, Any] | None:
     return {"thinkingLevel": think, "includeThoughts": True}
 
 
+def _add_tools(body: dict[str, Any], request: ProviderRequest) -> None:
+    """``functionDeclarations`` and ``toolConfig`` (a forced tool must be among the tools)."""
+    tools = request.tools or []
+    body["tools"] = [
+        {
+            "functionDeclarations": [
+                {
+                    "name": t.name,
+                    "description": t.description or "",
+                    "parameters": clean_schema(
+                        t.parameters or {"type": "object", "properties": {}}
+                    ),
+                }
+                for t in tools
+            ]
+        }
+    ]
+    choice = request.tool_choice
+    if isinstance(choice, dict):
+        name = choice.get("name")
+        if name not in {t.name for t in tools}:
+            raise ConfigError(f"tool_choice names {name!r}, which is not among the tools")
+        config: dict[str, Any] = {"mode": "ANY", "allowedFunctionNames": [name]}
+    else:
+        config = {"mode": {"none": "NONE", "required": "ANY"}.get(str(choice), "AUTO")}
+    body["toolConfig"] = {"functionCallingConfig": config}
+
+
 def request_body(
     request: ProviderRequest, signatures: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
@@ -209,29 +237,7 @@ def request_body(
     if system:
         body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
     if request.tools:
-        body["tools"] = [
-            {
-                "functionDeclarations": [
-                    {
-                        "name": t.name,
-                        "description": t.description or "",
-                        "parameters": clean_schema(
-                            t.parameters or {"type": "object", "properties": {}}
-                        ),
-                    }
-                    for t in request.tools
-                ]
-            }
-        ]
-        choice = request.tool_choice
-        if isinstance(choice, dict):
-            name = choice.get("name")
-            if name not in {t.name for t in request.tools}:
-                raise ConfigError(f"tool_choice names {name!r}, which is not among the tools")
-            config: dict[str, Any] = {"mode": "ANY", "allowedFunctionNames": [name]}
-        else:
-            config = {"mode": {"none": "NONE", "required": "ANY"}.get(str(choice), "AUTO")}
-        body["toolConfig"] = {"functionCallingConfig": config}
+        _add_tools(body, request)
     opts = request.options
     generation: dict[str, Any] = {}
     for key, value in (

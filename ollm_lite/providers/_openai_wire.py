@@ -215,6 +215,22 @@ def keep_alive_seconds(value: str | float) -> int | None:
     return math.ceil(seconds)
 
 
+def _add_tools(body: dict[str, Any], request: ProviderRequest) -> None:
+    """``tools`` and ``tool_choice`` (a forced tool must be among the tools)."""
+    tools = list(request.tools or ())
+    choice = request.tool_choice
+    if isinstance(choice, dict):
+        wanted = choice.get("name")
+        if not any(t.name == wanted for t in tools):
+            raise ConfigError(f"tool_choice names {wanted!r}, which is not among the tools")
+    if tools:
+        body["tools"] = tools_to_openai(tools)
+        if isinstance(choice, dict):
+            body["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+        elif choice in ("none", "required"):
+            body["tool_choice"] = choice
+
+
 def chat_body(
     request: ProviderRequest,
     backend: Backend,
@@ -262,18 +278,7 @@ def chat_body(
     ):
         if value is not None:
             body[key] = value
-    tools = list(request.tools or ())
-    choice = request.tool_choice
-    if isinstance(choice, dict):
-        wanted = choice.get("name")
-        if not any(t.name == wanted for t in tools):
-            raise ConfigError(f"tool_choice names {wanted!r}, which is not among the tools")
-    if tools:
-        body["tools"] = tools_to_openai(tools)
-        if isinstance(choice, dict):
-            body["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-        elif choice in ("none", "required"):
-            body["tool_choice"] = choice
+    _add_tools(body, request)
     if request.response_format is not None:
         body["response_format"] = _response_format(request.response_format, backend)
     _add_think(body, request.think, backend)
