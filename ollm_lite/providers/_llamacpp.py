@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from ..errors import OllmError
 from ._backend_base import (
@@ -28,7 +28,7 @@ from ._backend_base import (
 if TYPE_CHECKING:
     from ..types import ModelInfo, ProviderCapabilities, ProviderRequest
 
-__all__ = ["LlamaCpp", "LlamaCppServer"]
+__all__ = ["LlamaCpp", "LlamaCppNative", "LlamaCppPython", "LlamaCppServer"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,19 +37,63 @@ _INPUT_TOKENS = "/v1/chat/completions/input_tokens"
 
 @dataclass(slots=True)
 class LlamaCppServer:
-    """What a llama.cpp-family server turned out to be (found once per provider)."""
+    """A server of the llama.cpp family that is neither of the two below: no tokenizer route
+    and no ``/props`` (found once per provider; the subclasses are the two known servers)."""
 
-    flavour: Literal["native", "python", "other"]
-    """``native`` llama-server, llama-cpp-python's ``python`` server, or ``other``."""
     props: dict[str, Any] | None = None
     """The native server's ``GET /props`` answer."""
-    input_tokens: bool | None = None
-    """Whether ``/v1/chat/completions/input_tokens`` exists (native; ``None``: not tried)."""
 
     def window(self) -> int | None:
         """``/props`` ``default_generation_settings.n_ctx``: the ``-c`` the server runs with."""
         settings = (self.props or {}).get("default_generation_settings")
         return positive_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+    def count(self, ask: Ask, request: ProviderRequest, backend: Backend) -> int:
+        """Tokens of ``request`` by the server's own tokenizer.
+
+        Raises:
+            UnsupportedOperation: this server has none.
+        """
+        raise ask.host._unsupported(
+            f"token counting at {ask.host.base_url} (no /props, /tokenize or /extras/tokenize)"
+        )
+
+
+@dataclass(slots=True)
+class LlamaCppPython(LlamaCppServer):
+    """llama-cpp-python's server: ``POST /extras/tokenize/count`` over the text."""
+
+    def count(self, ask: Ask, request: ProviderRequest, backend: Backend) -> int:
+        path = "/extras/tokenize/count"
+        answer = ask.json("POST", path, body={"input": request_text(request)})
+        return token_count(ask, answer, "count", path)
+
+
+@dataclass(slots=True)
+class LlamaCppNative(LlamaCppServer):
+    """llama.cpp's ``llama-server``: the whole templated prompt counted by
+    ``/v1/chat/completions/input_tokens``, else ``/tokenize`` over the text (older builds)."""
+
+    input_tokens: bool | None = None
+    """Whether ``/v1/chat/completions/input_tokens`` exists (``None``: not tried yet)."""
+
+    def count(self, ask: Ask, request: ProviderRequest, backend: Backend) -> int:
+        if self.input_tokens is not False:
+            from ._openai_wire import chat_body
+
+            try:
+                body = chat_body(request, backend, stream=False, extend_extra=False)
+                answer = ask.json("POST", _INPUT_TOKENS, body=body)
+            except OllmError as exc:
+                if not is_no_route(exc):
+                    raise
+                self.input_tokens = False  # an older build: count the text instead
+            else:
+                self.input_tokens = True
+                return token_count(ask, answer, "input_tokens", "input_tokens")
+        body = {"content": request_text(request), "add_special": True}
+        answer = ask.json("POST", "/tokenize", body=body)
+        return token_count(ask, answer, "tokens", "/tokenize")
 
 
 class LlamaCpp(Backend):
@@ -74,20 +118,17 @@ class LlamaCpp(Backend):
                 raise
             props = None
         if isinstance(props, dict):
-            found = LlamaCppServer("native", props)
+            return LlamaCppNative(props)
+        try:
+            ask.json("POST", "/extras/tokenize/count", body={"input": ""})
+        except OllmError as exc:
+            if not is_no_route(exc):
+                raise
         else:
-            try:
-                ask.json("POST", "/extras/tokenize/count", body={"input": ""})
-            except OllmError as exc:
-                if not is_no_route(exc):
-                    raise
-                found = LlamaCppServer("other")
-            else:
-                found = LlamaCppServer("python")
-        logger.debug("%s: llama.cpp flavour %s", ask.where, found.flavour)
-        if found.flavour == "other":
-            ask.host.capabilities = replace(ask.host.capabilities, token_counting=False)
-        return found
+            return LlamaCppPython()
+        logger.debug("%s: a llama.cpp-like server without a tokenizer route", ask.where)
+        ask.host.capabilities = replace(ask.host.capabilities, token_counting=False)
+        return LlamaCppServer()
 
     def _window(self, ask: Ask) -> int | None:
         try:
@@ -103,31 +144,7 @@ class LlamaCpp(Backend):
         Raises:
             UnsupportedOperation: when the server turned out to have no tokenizer route.
         """
-        found = self.server(ask)
-        if found.flavour == "python":
-            path = "/extras/tokenize/count"
-            answer = ask.json("POST", path, body={"input": request_text(request)})
-            return token_count(ask, answer, "count", path)
-        if found.flavour == "other":
-            raise ask.host._unsupported(
-                f"token counting at {ask.host.base_url} (no /props, /tokenize or /extras/tokenize)"
-            )
-        if found.input_tokens is not False:
-            from ._openai_wire import chat_body
-
-            try:
-                body = chat_body(request, self, stream=False, extend_extra=False)
-                answer = ask.json("POST", _INPUT_TOKENS, body=body)
-            except OllmError as exc:
-                if not is_no_route(exc):
-                    raise
-                found.input_tokens = False  # an older build: count the text instead
-            else:
-                found.input_tokens = True
-                return token_count(ask, answer, "input_tokens", "input_tokens")
-        body = {"content": request_text(request), "add_special": True}
-        answer = ask.json("POST", "/tokenize", body=body)
-        return token_count(ask, answer, "tokens", "/tokenize")
+        return self.server(ask).count(ask, request, self)
 
     def context_length(self, ask: Ask, model: str) -> int | None:
         """The native server's running window from ``/props`` (not the trained maximum);
