@@ -49,6 +49,7 @@ from .config import (
 from .errors import Cancelled, ConfigError, OllmError
 
 if TYPE_CHECKING:
+    from ._fold import Folded
     from .providers.base import ProviderAdapter
     from .registry import ProviderRegistry
     from .types import ChatEvent, HealthStatus, ModelInfo
@@ -451,16 +452,9 @@ class _Writer:
 
 
 def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
+    from ._fold import EventFold
     from .chat import ChatClient
-    from .types import (
-        ChatFinishEvent,
-        ErrorEvent,
-        ErrorInfo,
-        GenerationOptions,
-        TextEvent,
-        ThinkingEvent,
-        WarningEvent,
-    )
+    from .types import GenerationOptions
 
     ctx.check_config()
     prompt = _read_prompt(args, ctx)
@@ -469,83 +463,93 @@ def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
     client = ChatClient(ctx.registry, model=model, context_limits=ctx.config.context_limits)
     options = GenerationOptions(temperature=args.temperature, max_tokens=args.max_tokens)
     cancel = threading.Event()
-    writer = _Writer(ctx.out)
-    err_tty = _isatty(ctx.err)
-    thinking_open = False
-    text: list[str] = []
-    thinking: list[str] = []
-    error: ErrorInfo | None = None
-    failure: BaseException | None = None
-    reason = "error"
-    streaming = not args.no_stream
+    view = _ChatView(args, ctx)
+    fold = EventFold()
     with _cancel_on_sigint(cancel):
         events = client.chat(prompt, system_prompt=args.system, options=options, cancel=cancel)
         try:
             for event in events:
-                if args.json and streaming:
-                    _emit_json(ctx.out, _event_json(event))
-                if isinstance(event, TextEvent):
-                    text.append(event.value)
-                    if streaming and not args.json:
-                        if thinking_open:
-                            ctx.err.write("\n")
-                            thinking_open = False
-                        writer.text(event.value)
-                elif isinstance(event, ThinkingEvent):
-                    thinking.append(event.value)
-                    if args.show_thinking and streaming and not args.json:
-                        chunk = f"{_DIM}{event.value}{_RESET}" if err_tty else event.value
-                        ctx.err.write(chunk)
-                        ctx.err.flush()
-                        thinking_open = True
-                elif isinstance(event, WarningEvent):
-                    if not args.json:
-                        ctx.say(f"warning: {event.message}")
-                elif isinstance(event, ErrorEvent):
-                    error = event.error
-                    failure = event.exception
-                elif isinstance(event, ChatFinishEvent):
-                    reason = event.reason
+                fold.add(event)
+                view.show(event)
         except KeyboardInterrupt:  # a second Ctrl-C: keep the partial answer's line whole
-            writer.end()
+            view.writer.end()
             raise
         finally:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-    if thinking_open:
-        ctx.err.write("\n")
-    if not streaming:
-        if args.json:
+    return view.finish(fold.result(), cancelled=cancel.is_set())
+
+
+class _ChatView:
+    """What ``chat`` shows of the events as they come, and its last words and exit code."""
+
+    def __init__(self, args: argparse.Namespace, ctx: _Context) -> None:
+        self.args = args
+        self.ctx = ctx
+        self.writer = _Writer(ctx.out)
+        self.streaming = not args.no_stream
+        self.plain = self.streaming and not args.json  # text as it arrives, for people
+        self.err_tty = _isatty(ctx.err)
+        self.thinking_open = False
+        self.failure: BaseException | None = None
+
+    def show(self, event: ChatEvent) -> None:
+        from .types import ErrorEvent, TextEvent, ThinkingEvent, WarningEvent
+
+        args, err = self.args, self.ctx.err
+        if args.json and self.streaming:
+            _emit_json(self.ctx.out, _event_json(event))
+        if isinstance(event, TextEvent) and self.plain:
+            if self.thinking_open:
+                err.write("\n")
+                self.thinking_open = False
+            self.writer.text(event.value)
+        elif isinstance(event, ThinkingEvent) and args.show_thinking and self.plain:
+            err.write(f"{_DIM}{event.value}{_RESET}" if self.err_tty else event.value)
+            err.flush()
+            self.thinking_open = True
+        elif isinstance(event, WarningEvent) and not args.json:
+            self.ctx.say(f"warning: {event.message}")
+        elif isinstance(event, ErrorEvent):
+            self.failure = event.exception
+
+    def finish(self, folded: Folded, *, cancelled: bool) -> int:
+        """Print what waited for the end (``--no-stream``); the exit code."""
+        args, ctx = self.args, self.ctx
+        reason, error = folded.finish or "error", folded.error
+        if self.thinking_open:
+            ctx.err.write("\n")
+        if not self.streaming and args.json:
             _emit_json(
                 ctx.out,
                 {
                     "type": "result",
-                    "content": "".join(text),
-                    "thinking": "".join(thinking) or None,
+                    "content": folded.text,
+                    "thinking": folded.thinking or None,
                     "reason": reason,
                     "error": _plain(error),
                 },
             )
-        else:
-            if args.show_thinking and thinking:
-                ctx.say("".join(thinking))
-            writer.text("".join(text))
-    writer.end()
-    if reason == "cancelled" or cancel.is_set():
-        ctx.say(f"{PROG}: cancelled")
-        return EXIT_INTERRUPTED
-    if error is not None:
-        if getattr(args, "debug", False):
-            _print_failure(ctx.err, failure)
-        ctx.err.write(_error_line(error.message, error.code))
-        return EXIT_ERROR
-    if reason != "complete":
-        ctx.err.write(_error_line(f"the chat ended with {reason}", "LLM_BAD_RESPONSE"))
-        return EXIT_ERROR
-    if not "".join(text).strip() and not args.json:
-        ctx.say(f"{PROG}: the model returned an empty answer")
-    return EXIT_OK
+        elif not self.streaming:
+            if args.show_thinking and folded.thinking:
+                ctx.say(folded.thinking)
+            self.writer.text(folded.text)
+        self.writer.end()
+        if reason == "cancelled" or cancelled:
+            ctx.say(f"{PROG}: cancelled")
+            return EXIT_INTERRUPTED
+        if error is not None:
+            if getattr(args, "debug", False):
+                _print_failure(ctx.err, self.failure)
+            ctx.err.write(_error_line(error.message, error.code))
+            return EXIT_ERROR
+        if reason != "complete":
+            ctx.err.write(_error_line(f"the chat ended with {reason}", "LLM_BAD_RESPONSE"))
+            return EXIT_ERROR
+        if not folded.text.strip() and not args.json:
+            ctx.say(f"{PROG}: the model returned an empty answer")
+        return EXIT_OK
 
 
 def _print_failure(err: TextIO, failure: BaseException | None) -> None:

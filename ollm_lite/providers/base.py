@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from .._endings import ending_of, result_reason
+from .._fold import EventFold
 from ..errors import Cancelled, UnsupportedOperation, error_from_code
 from ..streams import DEFAULT_MAX_LINE
 from ..types import (
@@ -30,10 +32,6 @@ from ..types import (
     ProviderEvent,
     ProviderRequest,
     PullProgress,
-    TextEvent,
-    ThinkingEvent,
-    ToolCall,
-    ToolCallEvent,
     Usage,
 )
 
@@ -120,43 +118,32 @@ def approx_token_count(request: ProviderRequest) -> int:
 
 
 def collect_result(events: Iterable[ProviderEvent]) -> ChatResult:
-    """Fold a provider stream into a :class:`ChatResult`.
+    """Fold a provider stream into a :class:`ChatResult` (the same fold as the chat's).
 
     Raises:
         OllmError: the error an ``ErrorEvent`` carried (same class and code).
         Cancelled: ``CANCELLED`` when the stream finished with reason ``cancelled``.
     """
-    text: list[str] = []
-    thinking: list[str] = []
-    calls: list[ToolCall] = []
+    fold = EventFold()
     for event in events:
-        if isinstance(event, TextEvent):
-            text.append(event.value)
-        elif isinstance(event, ThinkingEvent):
-            thinking.append(event.value)
-        elif isinstance(event, ToolCallEvent):
-            calls.append(event.value)
-        elif isinstance(event, ErrorEvent):
-            raise error_from_code(event.error)
-        elif isinstance(event, FinishEvent):
-            if event.reason == "cancelled":
-                raise Cancelled("the request was cancelled")
-            return _result(text, thinking, calls, event)
-    raise error_from_code(ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE"))
-
-
-def _result(
-    text: list[str], thinking: list[str], calls: list[ToolCall], finish: FinishEvent
-) -> ChatResult:
-    reason: Any = {"tool": "tool_calls"}.get(finish.reason, finish.reason)
-    if calls:
-        reason = "tool_calls"
+        fold.add(event)
+        if isinstance(event, ErrorEvent | FinishEvent):
+            break
+    folded = fold.result()
+    if folded.error is not None:
+        raise error_from_code(folded.error)
+    if folded.finish is None:
+        raise error_from_code(ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE"))
+    ending = ending_of(folded.finish)
+    if ending == "cancelled":
+        raise Cancelled("the request was cancelled")
+    calls = folded.tool_calls
     return ChatResult(
-        content="".join(text) if text or not calls else None,
-        finish_reason=reason,
+        content=folded.text if folded.text or not calls else None,
+        finish_reason=result_reason(ending, has_calls=bool(calls)),
         tool_calls=calls,
-        usage=finish.usage,
-        thinking="".join(thinking) if thinking else None,
+        usage=folded.usage,
+        thinking=folded.thinking or None,
     )
 
 
