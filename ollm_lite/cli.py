@@ -34,7 +34,7 @@ import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from . import __version__
+from . import __version__, _mcp_cli
 from .config import (
     PROVIDER_ALIASES,
     PROVIDERS,
@@ -50,6 +50,7 @@ from .errors import Cancelled, ConfigError, OllmError
 
 if TYPE_CHECKING:
     from ._fold import Folded
+    from .chat import ChatClient
     from .providers.base import ProviderAdapter
     from .registry import ProviderRegistry
     from .types import ChatEvent, HealthStatus, ModelInfo
@@ -194,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument(
         "--show-thinking", action="store_true", help="show the model's thinking (dimmed, stderr)"
     )
+    chat.add_argument(
+        "--tools", metavar="NAME[,NAME...]", type=_mcp_cli.parse_names, default=[],
+        help="let the model use the tools of these MCP servers ([mcp.servers.NAME])",
+    )  # fmt: skip
     chat.set_defaults(handler=_cmd_chat)
 
     models = commands.add_parser("models", parents=[flags], help="list, show, pull, remove")
@@ -229,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", parents=[flags], help="report every problem in the configuration"
     )
     validate.set_defaults(handler=_cmd_config_validate)
+
+    _mcp_cli.add_mcp_parser(commands, flags, _missing, _cmd_mcp_list)
     return parser
 
 
@@ -452,15 +459,39 @@ class _Writer:
 
 
 def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
-    from ._fold import EventFold
     from .chat import ChatClient
-    from .types import GenerationOptions
 
     ctx.check_config()
     prompt = _read_prompt(args, ctx)
     adapter = ctx.provider()
     model = _chat_model(ctx, adapter)
-    client = ChatClient(ctx.registry, model=model, context_limits=ctx.config.context_limits)
+    with _usage_on_unknown_server(), _mcp_cli.open_tools(args.tools, ctx.config) as tools:
+        client = ChatClient(
+            ctx.registry,
+            model=model,
+            context_limits=ctx.config.context_limits,
+            tools=tools or None,
+        )
+        return _run_chat(args, ctx, client, prompt)
+
+
+@contextlib.contextmanager
+def _usage_on_unknown_server() -> Iterator[None]:
+    try:
+        yield
+    except _mcp_cli.UnknownMcpServer as exc:
+        raise _UsageError(exc.message) from exc
+
+
+def _cmd_mcp_list(args: argparse.Namespace, ctx: _Context) -> int:
+    with _usage_on_unknown_server():
+        return _mcp_cli.list_tools(args.name, ctx.config, ctx.out)
+
+
+def _run_chat(args: argparse.Namespace, ctx: _Context, client: ChatClient, prompt: str) -> int:
+    from ._fold import EventFold
+    from .types import GenerationOptions
+
     options = GenerationOptions(temperature=args.temperature, max_tokens=args.max_tokens)
     cancel = threading.Event()
     view = _ChatView(args, ctx)
