@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Literal
 
+from ._call_settings import CallSettings
 from ._cancel_scope import LinkedEvent, cancel_scope
 from ._chat_strategies import (
     Answer,
@@ -33,7 +34,7 @@ from ._endings import Ending, chat_reason
 from ._fold import add_usage
 from ._safe_text import exception_text
 from ._tool_batch import run_batch
-from .errors import ConfigError, OllmError, ProviderNotFound
+from .errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
 from .providers.base import ProviderAdapter
 from .tokens import TokenCheck
 from .tools import ToolRegistry
@@ -51,7 +52,9 @@ from .types import (
     TextEvent,
     TextPart,
     ThinkingEvent,
+    ToolCall,
     ToolCallEvent,
+    ToolSchema,
     TurnCompleteEvent,
     Usage,
     WarningEvent,
@@ -80,28 +83,31 @@ class ChatLoop:
         history: list[Message],
         turns: list[Turn],
         *,
-        provider: str | None,
-        model: str | None,
-        system_prompt: str | None,
-        tools: ToolRegistry | Iterable[Any] | None,
-        options: GenerationOptions,
-        max_turns: int,
-        cancel: threading.Event | None,
-        tool_mode: ToolMode,
+        provider: str | None = None,
+        model: str | None = None,
+        system_prompt: str | None = None,
+        tools: ToolRegistry | Iterable[Any] | None = None,
+        options: GenerationOptions | None = None,
+        max_turns: int | None = None,
+        cancel: threading.Event | None = None,
+        tool_mode: ToolMode = "auto",
+        settings: CallSettings | None = None,
     ) -> None:
+        """Arguments left ``None`` take the client's defaults."""
         self.client = client
         self.history = history
         self.turns = turns
         self.provider = provider
-        self.model = model
-        self.system_prompt = system_prompt
-        self.given_tools = tools
+        self.model = model or client.model
+        self.system_prompt = client.system_prompt if system_prompt is None else system_prompt
+        self.given_tools = client.tools if tools is None else tools
         self.tools: ToolRegistry | None = None
-        self.options = options
-        self.max_turns = max_turns
+        self.options = options or client.options
+        self.max_turns = client.max_turns if max_turns is None else max_turns
         # Our own event, set when the caller's is: leaving the loop early sets only ours.
         self.cancel = LinkedEvent(cancel)
         self.tool_mode = tool_mode
+        self.settings = settings or CallSettings()
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
 
@@ -132,12 +138,11 @@ class ChatLoop:
         adapter, model, strategy = self._setup(prompt, images)
         number = 0
         while True:
-            if self.cancel.is_set():
-                return "cancelled"
-            if number >= self.max_turns:
-                return "max_turns"
+            ending = yield from self._may_start(number, model)
+            if ending is not None:
+                return ending
             number += 1
-            request = strategy.prepare(self._request(model))
+            request = strategy.prepare(self._request(model, number))
             ending = yield from self._check_budget(adapter, request, model)
             if ending is not None:
                 return ending
@@ -158,11 +163,13 @@ class ChatLoop:
                 self.history.append(assistant_message(step.text))
             else:
                 ending = yield from self._act(strategy, turn, step)
-                if ending is not None:
+                if ending == "cancelled":
                     return ending
             yield TurnCompleteEvent(number)
             if isinstance(step, Answer):
                 return "answered"
+            if ending is not None:  # calls left for the caller to run
+                return ending
             if isinstance(step, Calls) and self._looping(turn):
                 return "loop"
 
@@ -188,9 +195,20 @@ class ChatLoop:
         if not self.model:
             raise ConfigError("no model given: pass model= to ChatClient or to chat()")
         self.history.append(user)
-        schemas = self.tools.schemas() if self.tools is not None and len(self.tools) else []
+        schemas = self._schemas()
         strategy = choose_strategy(adapter, self.model, schemas, self.tool_mode, self.cancel)
         return adapter, self.model, strategy
+
+    def _schemas(self) -> list[ToolSchema]:
+        """The tools offered: ours, then the caller's own (no handler here) not named alike."""
+        schemas = self.tools.schemas() if self.tools is not None and len(self.tools) else []
+        handled = {s.name for s in schemas}
+        return schemas + [s for s in self.settings.external_tools if s.name not in handled]
+
+    def _is_external(self, call: ToolCall) -> bool:
+        """A call for the caller to run: to a tool offered without a handler here."""
+        external = {t.name for t in self.settings.external_tools}
+        return call.name in external and (self.tools is None or call.name not in self.tools)
 
     def _adapter(self) -> ProviderAdapter:
         registry = self.client.registry
@@ -205,13 +223,36 @@ class ChatLoop:
             provider=self.provider,
         )
 
-    def _request(self, model: str) -> ProviderRequest:
+    def _may_start(self, turns_done: int, model: str) -> Generator[ChatEvent, None, Ending | None]:
+        """Whether another turn may start: not after a cancel, past ``max_turns`` or the
+        call's deadline."""
+        if self.cancel.is_set():
+            return "cancelled"
+        if turns_done >= self.max_turns:
+            return "max_turns"
+        remaining = self.settings.remaining()
+        if remaining is not None and remaining <= 0:
+            late = _deadline_error(self.settings.timeout, model)
+            yield ErrorEvent(late.to_info(), exception=late)
+            return "failed"
+        return None
+
+    def _request(self, model: str, number: int) -> ProviderRequest:
+        """The plain request of turn ``number``; the tool strategy adds its part."""
+        settings = self.settings
+        remaining = settings.remaining()
         return ProviderRequest(
             model,
             list(self.history),
             system_prompt=self.system_prompt,
+            tool_choice=settings.tool_choice_for(number),
             options=self.options,
+            response_format=settings.response_format,
             cancel=self.cancel,
+            timeout=None if remaining is None else max(remaining, 0.001),
+            think=settings.think,
+            keep_alive=settings.keep_alive,
+            headers=dict(settings.headers),
         )
 
     def _check_budget(
@@ -287,19 +328,34 @@ class ChatLoop:
     def _act(
         self, strategy: ToolStrategy, turn: Turn, step: Calls
     ) -> Generator[ChatEvent, None, Ending | None]:
-        """Run the turn's calls; their results join the history, in call order."""
+        """Run the turn's calls; their results join the history, in call order.
+
+        Returns ``"cancelled"``, ``"tool_calls"`` when some calls are the caller's to run
+        (every call is announced, only ours run), or ``None`` to go on.
+        """
         turn.tool_calls = step.calls
         self.history.append(step.message)
+        ours = [call for call in step.calls if not self._is_external(call)]
         registry = self.tools or ToolRegistry()
-        turn.results = yield from run_batch(
+        timeout = self.client.tool_timeout or registry.timeout
+        remaining = self.settings.remaining()
+        if remaining is not None:  # the call's deadline bounds its tools too
+            timeout = max(0.001, remaining if timeout is None else min(timeout, remaining))
+        results = yield from run_batch(
             registry,
-            step.calls,
+            ours,
             self.cancel,
             width=self.client.max_parallel_tools,
-            timeout=self.client.tool_timeout or registry.timeout,
+            timeout=timeout,
+            announce=step.calls,
         )
-        self.history.extend(strategy.observations(step.calls, turn.results))
-        return "cancelled" if self.cancel.is_set() else None
+        self.history.extend(strategy.observations(ours, results))
+        left = len(ours) < len(step.calls)
+        if not left:
+            turn.results = results
+        if self.cancel.is_set():
+            return "cancelled"
+        return "tool_calls" if left else None
 
     def _looping(self, turn: Turn) -> bool:
         """Count this turn's failing calls, each distinct call once: a repeat is a loop only
@@ -316,6 +372,16 @@ class ChatLoop:
 
 
 _NO_FINISH = "the provider's stream ended without a finish event"
+
+
+def _deadline_error(limit: float | None, model: str | None) -> RequestTimeout:
+    return RequestTimeout(
+        f"the call did not finish within its {limit:g} s timeout"
+        if limit is not None
+        else "the call passed its deadline",
+        model=model,
+        details={"timeout": limit},
+    )
 
 
 def _too_long(check: TokenCheck, model: str) -> ErrorInfo:

@@ -140,7 +140,9 @@ class NativeTools:
         self._schemas = schemas
 
     def prepare(self, request: ProviderRequest) -> ProviderRequest:
-        return replace(request, tools=list(self._schemas) or None)
+        if not self._schemas:  # no tools: nothing to choose between
+            return replace(request, tools=None, tool_choice="auto")
+        return replace(request, tools=list(self._schemas))
 
     def interpret(self, turn: Turn) -> Step:
         if not turn.tool_calls:
@@ -171,7 +173,9 @@ class ReActTools:
         stops = list(request.options.stop or [])
         stops += [s for s in STOP_SEQUENCES if s not in stops]
         options = replace(request.options, stop=stops)
-        return replace(request, system_prompt=system, options=options, tools=None)
+        return replace(
+            request, system_prompt=system, options=options, tools=None, tool_choice="auto"
+        )
 
     def interpret(self, turn: Turn) -> Step:
         react = self._react

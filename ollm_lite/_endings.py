@@ -10,7 +10,7 @@ answered      ``stop``            ``stop``               ``complete``         ``
 truncated     ``length``          ``length``             ``complete``         ``completed``
 filtered      ``content_filter``  ``content_filter``     ``complete``         ``completed``
 refused       ``refusal``         ``refusal``            ``complete``         ``completed``
-tool_calls    ``tool``            ``tool_calls``         —                    —
+tool_calls    ``tool``            ``tool_calls``         ``tool_calls``       —
 cancelled     ``cancelled``       (raises ``Cancelled``) ``cancelled``        ``cancelled``
 max_turns     —                   —                      ``max_turns``        ``failed``
 loop          —                   —                      ``loop_detected``    ``failed``
@@ -19,7 +19,9 @@ failed        —                   (raises)               ``error``            
 ============  ==================  =====================  ===================  ==============
 
 (``RunResult`` says ``waiting_user`` instead of ``completed`` when the caller's
-``is_complete`` check says the answer is not the end.)
+``is_complete`` check says the answer is not the end. A chat ends with ``tool_calls`` when the
+model called a tool offered without a handler, for the caller to run; the script API's
+``Reply.finish`` says so.)
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ _CHAT: dict[Ending, ChatFinishReason] = {
     "truncated": "complete",
     "filtered": "complete",
     "refused": "complete",
+    "tool_calls": "tool_calls",
     "cancelled": "cancelled",
     "max_turns": "max_turns",
     "loop": "loop_detected",

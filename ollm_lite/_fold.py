@@ -54,6 +54,7 @@ class Folded:
         usage: Token usage (summed over the turns of a chat).
         finish: The terminal event's reason, ``None`` without one (or after an error).
         error: The failure an ``ErrorEvent`` reported.
+        exception: The exception behind it, when the event carried one.
         turns: Model turns seen: completed ones plus a last one cut short.
         warnings: ``WarningEvent`` values, in order.
     """
@@ -65,6 +66,7 @@ class Folded:
     usage: Usage | None = None
     finish: str | None = None
     error: ErrorInfo | None = None
+    exception: BaseException | None = None
     turns: int = 0
     warnings: list[WarningEvent] = field(default_factory=list)
 
@@ -76,6 +78,7 @@ class EventFold:
         "_calls",
         "_current",
         "_error",
+        "_exception",
         "_finish",
         "_last",
         "_pending",
@@ -95,6 +98,7 @@ class EventFold:
         self._usage: Usage | None = None
         self._finish: str | None = None
         self._error: ErrorInfo | None = None
+        self._exception: BaseException | None = None
         self._turns = 0
         self._pending = False  # something of a turn arrived after the last TurnCompleteEvent
         self._warnings: list[WarningEvent] = []
@@ -122,6 +126,7 @@ class EventFold:
             self._warnings.append(event)
         elif isinstance(event, ErrorEvent):
             self._error = event.error
+            self._exception = event.exception
         elif isinstance(event, ChatFinishEvent | FinishEvent):
             self._finish = event.reason
             if event.usage is not None or isinstance(event, ChatFinishEvent):
@@ -138,6 +143,7 @@ class EventFold:
             usage=self._usage,
             finish=self._finish,
             error=self._error,
+            exception=self._exception,
             turns=self._turns + (1 if self._pending else 0),
             warnings=list(self._warnings),
         )

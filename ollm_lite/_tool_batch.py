@@ -41,11 +41,15 @@ def run_batch(
     *,
     width: int,
     timeout: float | None,
+    announce: list[ToolCall] | None = None,
 ) -> Generator[ChatEvent, None, list[ToolResult]]:
-    """Run ``calls``; yield their start and result events; return the results in call order."""
+    """Run ``calls``; yield their start and result events; return the results in call order.
+
+    ``announce``: the calls to yield start events for (default ``calls``), in order.
+    """
     # Started before the start events go out: a slow consumer does not hold the tools back.
     batch = ToolBatch(registry, calls, cancel, width, timeout)
-    for call in calls:
+    for call in calls if announce is None else announce:
         yield ToolCallStartEvent(call)
     results: list[ToolResult] = []
     for call, result in zip(calls, batch.results_in_order(), strict=True):

@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -42,6 +43,7 @@ from ._history_format import (
     read_conversation,
     write_conversation,
 )
+from .errors import OllmError
 from .providers.base import ProviderAdapter
 from .registry import ProviderRegistry
 from .tokens import TokenCounter
@@ -104,6 +106,7 @@ class ChatClient:
         self.options = options or GenerationOptions()
         self._counters: dict[int, TokenCounter] = {}
         self._lock = threading.Lock()
+        _build_default_provider(registry)
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, providers={self.registry.list()!r})"
@@ -200,19 +203,16 @@ class Conversation:
         Yields:
             Chat events; the last is always a ``ChatFinishEvent``.
         """
-        client = self.client
         loop = ChatLoop(
-            client,
+            self.client,
             self.history,
             self.turns,
             provider=provider,
-            model=model or client.model,
-            system_prompt=client.system_prompt
-            if self.system_prompt is None
-            else self.system_prompt,
-            tools=client.tools if tools is None else tools,
-            options=options or client.options,
-            max_turns=client.max_turns if max_turns is None else max_turns,
+            model=model,
+            system_prompt=self.system_prompt,
+            tools=tools,
+            options=options,
+            max_turns=max_turns,
             cancel=cancel,
             tool_mode=tool_mode,
         )
@@ -275,3 +275,15 @@ class Conversation:
         """
         system_prompt, messages = read_conversation(path)
         return cls(client, system_prompt=system_prompt, history=messages)
+
+
+def _build_default_provider(registry: ProviderRegistry) -> None:
+    """Build the registry's default provider now, with the HTTP library it imports.
+
+    A lazily registered provider would otherwise be built, and ``requests`` imported, inside
+    the first chat, before that chat can look at its cancel event: on a busy machine that
+    import alone takes seconds. A provider that cannot be built is left to the chat, which
+    reports why as an ``ErrorEvent`` (the same error, at the same place as before).
+    """
+    with contextlib.suppress(OllmError):
+        registry.get()

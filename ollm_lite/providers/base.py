@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from .._endings import ending_of, result_reason
 from .._fold import EventFold
@@ -176,6 +176,15 @@ class BaseProvider:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+
+    def close(self) -> None:
+        """Release pooled connections; the provider stays usable (nothing to do here)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _unsupported(self, what: str) -> UnsupportedOperation:
         return UnsupportedOperation(
