@@ -157,19 +157,20 @@ class ChatLoop:
             if isinstance(step, GiveUp):
                 yield ErrorEvent(step.error)
                 return "failed"
+            after: Ending | None = None  # how the tools ended the chat, if they did
             if isinstance(step, Retry):
                 self.history.extend(step.messages)
             elif isinstance(step, Answer):
                 self.history.append(assistant_message(step.text))
             else:
-                ending = yield from self._act(strategy, turn, step)
-                if ending == "cancelled":
-                    return ending
+                after = yield from self._act(strategy, turn, step)
+                if after == "cancelled":
+                    return after
             yield TurnCompleteEvent(number)
             if isinstance(step, Answer):
                 return "answered"
-            if ending is not None:  # calls left for the caller to run
-                return ending
+            if after is not None:  # calls left for the caller to run
+                return after
             if isinstance(step, Calls) and self._looping(turn):
                 return "loop"
 
