@@ -7,6 +7,7 @@
     ollm-lite models list | show NAME | pull NAME | rm NAME   [--json]
     ollm-lite health [--all] [--json]
     ollm-lite config show [--json] | validate
+    ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl | make PROMPTS -o INPUT.jsonl  (_batch_cli)
 
 Global flags (before or after the subcommand): ``--provider``, ``--host``, ``--api-key``,
 ``--model``, ``--config``, ``--timeout``, ``--debug``.
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
+from ._batch_cli import add_batch_commands
 from .config import (
     PROVIDER_ALIASES,
     PROVIDERS,
@@ -228,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", parents=[flags], help="report every problem in the configuration"
     )
     validate.set_defaults(handler=_cmd_config_validate)
+
+    batch = add_batch_commands(commands, flags, _global_flags, _url)
+    batch.set_defaults(handler=_missing(batch))
     return parser
 
 

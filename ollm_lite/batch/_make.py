@@ -34,7 +34,9 @@ def prompts_from(path: str, *, column: str | None = None) -> list[tuple[str, str
         with open(path, encoding="utf-8-sig", newline="") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise BatchFileError(f"cannot read prompts from {path}: {exc}", details={"path": path}) from exc
+        raise BatchFileError(
+            f"cannot read prompts from {path}: {exc}", details={"path": path}
+        ) from exc
     if path.lower().endswith(".csv"):
         pairs = _from_csv(text, path, column)
     else:

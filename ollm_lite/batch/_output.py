@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
 import tempfile
 import threading
 import time
@@ -32,11 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._format import BatchFileError, encode_line, is_failed, parse_output_line, raise_problems
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["OutputFile", "Resume", "scan_output"]
 
@@ -115,7 +111,10 @@ def _check_id(
 ) -> None:
     if custom_id in seen:
         problems.append(
-            {"line": lineno, "message": f"custom_id {custom_id!r} twice (first on {seen[custom_id]})"}
+            {
+                "line": lineno,
+                "message": f"custom_id {custom_id!r} twice (first on {seen[custom_id]})",
+            }
         )
     elif known is not None and custom_id not in known:
         problems.append(
@@ -205,8 +204,10 @@ class OutputFile:
 
 
 def _lock_exclusive(fd: int, path: str) -> None:
-    if fcntl is None:  # pragma: no cover - Windows
+    if sys.platform == "win32":  # pragma: no cover - no flock; one run per output is on you
         return
+    import fcntl
+
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -271,9 +272,7 @@ def _rewrite_without_failed(path: str, resume: Resume) -> Resume:
         raise
     _sync_dir(path)
     logger.info("%s: rewritten without %d failed line(s)", path, len(resume.records) - len(kept))
-    return Resume(
-        keep_bytes=sum(len(raw) + 1 for raw, _ in kept), add_newline=False, records=kept
-    )
+    return Resume(keep_bytes=sum(len(raw) + 1 for raw, _ in kept), add_newline=False, records=kept)
 
 
 def _sync_dir(path: str) -> None:

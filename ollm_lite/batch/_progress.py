@@ -24,7 +24,7 @@ _RATE_WINDOW_S = 30.0
 
 def human_duration(seconds: float) -> str:
     """``seconds`` as ``42s``, ``3m05s`` or ``2h07m``."""
-    s = max(0, int(round(seconds)))
+    s = max(0, round(seconds))
     if s < 60:
         return f"{s}s"
     if s < 3600:
@@ -81,7 +81,7 @@ class BatchProgressPrinter:
 
     def finish(self, summary: BatchSummary) -> None:
         """Draw the final state (unless just drawn) and end the line."""
-        if self._drawn != summary:
+        if self._drawn is None or _counts(self._drawn) != _counts(summary):
             self._draw(summary, True)
         if self._open_line:
             self.stream.write("\n")
@@ -127,3 +127,7 @@ class BatchProgressPrinter:
         else:
             self.stream.write(f"batch: {text}\n")
         self.stream.flush()
+
+
+def _counts(summary: BatchSummary) -> tuple[int, int, int, int]:
+    return (summary.total, summary.done, summary.failed, summary.skipped)

@@ -59,7 +59,9 @@ def sigint_stops(stops: Stops, *, always: bool) -> Iterator[None]:
     default handler, so an application's own handling is never replaced behind its back.
     """
     main = threading.current_thread() is threading.main_thread()
-    if not main or (not always and signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    if not main or (
+        not always and signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield
         return
 
