@@ -376,6 +376,7 @@ class Fleet:
                     return
                 yield first
                 yield from stream
+                return
             finally:
                 close = getattr(stream, "close", None)
                 if close is not None:

@@ -7,8 +7,7 @@ import tempfile
 from pathlib import Path
 
 from batch.batch_support import EchoBackend, client_for, read_output, write_lines
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ollm_lite.batch import BatchFileError, run_batch
 from ollm_lite.batch._format import (
