@@ -55,7 +55,7 @@ def add_batch_commands(
             repeatable one; replacing it in the shared parser would change every command).
         url: The CLI's URL validator (argparse ``type=``).
     """
-    batch = commands.add_parser(
+    batch: argparse.ArgumentParser = commands.add_parser(
         "batch", parents=[flags], help="run a JSONL batch file (OpenAI / vLLM batch format)"
     )
     actions = batch.add_subparsers(dest="batch_command", metavar="ACTION")

@@ -361,8 +361,9 @@ class Fleet:
                 yield FinishEvent("cancelled")
                 return
             error: OllmError | None = None
-            stream = endpoint.provider.chat_stream(request)
+            stream: Iterator[ProviderEvent] = iter(())
             try:
+                stream = endpoint.provider.chat_stream(request)
                 first = next(stream, None)
                 if isinstance(first, ErrorEvent):
                     error = error_from_code(first.error)

@@ -266,3 +266,30 @@ def test_output_lines_are_single_json_lines_even_with_newlines_in_text(tmp_path:
     assert raw.count(b"\n") == 1
     body = json.loads(raw)["response"]["body"]
     assert body["choices"][0]["message"]["content"] == "echo: two\nlines\u2028and a separator"
+
+
+def test_ctrl_c_in_a_script_finishes_in_flight_lines_then_raises(tmp_path: Path) -> None:
+    """With Python's default SIGINT handling, a Ctrl-C stops new work, writes the lines in
+    flight, then raises KeyboardInterrupt as the script expects."""
+    import signal
+
+    gate = threading.Event()
+    backend = EchoBackend(gate)
+    inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(6)])
+    out = tmp_path / "out.jsonl"
+
+    def interrupt() -> None:
+        assert backend.started.acquire(timeout=30) and backend.started.acquire(timeout=30)
+        signal.raise_signal(signal.SIGINT)
+        threading.Timer(0.3, gate.set).start()
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=interrupt).start()
+        with pytest.raises(KeyboardInterrupt):
+            run_batch(inp, out, client=client_for(backend), concurrency=2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        gate.set()
+    assert len(read_output(out)) == 2
+    assert len(backend.prompts) == 2
