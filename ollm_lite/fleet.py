@@ -261,7 +261,7 @@ class Fleet:
 
     # ------------------------------------------------------------------ routing
 
-    def _acquire(self, cancel: threading.Event | None) -> _Endpoint:
+    def _acquire(self, cancel: threading.Event | None, *, bounded: bool = True) -> _Endpoint:
         self._ensure_limits()
         watched = tuple(e for e in (cancel, *ambient_cancel_events()) if e is not None)
         with self._cond:
@@ -272,7 +272,8 @@ class Fleet:
                 ready = [
                     e
                     for e in self._endpoints
-                    if e.rest_until <= now and e.in_flight < (e.limit or DEFAULT_PER_HOST)
+                    if e.rest_until <= now
+                    and (not bounded or e.in_flight < (e.limit or DEFAULT_PER_HOST))
                 ]
                 if ready:
                     chosen = min(ready, key=lambda e: (e.in_flight, e.last_pick))
@@ -392,23 +393,23 @@ class Fleet:
 
     def count_tokens(self, request: ProviderRequest) -> int:
         """Tokens ``request`` uses (asked of one endpoint)."""
-        return self._call(lambda p: p.count_tokens(request), request.cancel)
+        return self._call(lambda p: p.count_tokens(request), request.cancel, bounded=False)
 
     def context_length(self, model: str) -> int | None:
         """The model's context window (asked of one endpoint)."""
-        return self._call(lambda p: p.context_length(model))
+        return self._call(lambda p: p.context_length(model), bounded=False)
 
     def list_models(self) -> list[ModelInfo]:
         """The models one endpoint lists (all serve the same ones)."""
-        return self._call(lambda p: p.list_models())
+        return self._call(lambda p: p.list_models(), bounded=False)
 
     def show_model(self, name: str) -> ModelInfo:
         """One model's details (asked of one endpoint)."""
-        return self._call(lambda p: p.show_model(name))
+        return self._call(lambda p: p.show_model(name), bounded=False)
 
     def model_capabilities(self, model: str) -> ProviderCapabilities:
         """What ``model`` can do (asked of one endpoint)."""
-        return self._call(lambda p: p.model_capabilities(model))
+        return self._call(lambda p: p.model_capabilities(model), bounded=False)
 
     def pull_model(
         self,

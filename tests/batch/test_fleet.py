@@ -102,6 +102,7 @@ def test_requests_go_to_the_endpoint_with_fewest_in_flight(fleet_closer: list[Fl
         assert (len(chats(a)), len(chats(b))) == (2, 2)
         assert sum(s.in_flight for s in fleet.status()) == 4
         assert fleet.capacity == 4
+        assert fleet.list_models() == []  # metadata does not queue behind full slots
         gate.set()
         for t in threads:
             t.join(30)
