@@ -315,13 +315,21 @@ class Fleet:
         return reason
 
     def _call(
-        self, fn: Callable[[ProviderAdapter], _T], cancel: threading.Event | None = None
+        self,
+        fn: Callable[[ProviderAdapter], _T],
+        cancel: threading.Event | None = None,
+        *,
+        bounded: bool = True,
     ) -> _T:
-        """``fn(member)`` on the least busy endpoint, moving on while it fails before answering."""
+        """``fn(member)`` on the least busy endpoint, moving on while it fails before answering.
+
+        ``bounded=False`` (quick metadata calls) does not wait for a free slot: a model's
+        context length should not queue behind long generations.
+        """
         attempt = 0
         while True:
             attempt += 1
-            endpoint = self._acquire(cancel)
+            endpoint = self._acquire(cancel, bounded=bounded)
             try:
                 value = fn(endpoint.provider)
             except OllmError as exc:
