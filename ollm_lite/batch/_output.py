@@ -67,31 +67,33 @@ class Resume:
 def scan_output(data: bytes, path: str, known_ids: set[str] | None = None) -> Resume:
     """Read an output file's content: its good lines and where its torn tail starts.
 
+    The torn tail is the unterminated last line (unless it is a whole record) and any filler
+    after the last good line: blank or zero-filled lines, as an operating-system crash can
+    leave. A terminated line that is neither a record nor filler is never cut: it means the
+    file is not a batch output (or was edited), and truncating it could destroy someone's data.
+
     Raises:
-        BatchFileError: ``CONFIG_INVALID`` when a bad line comes before good ones, a
-            ``custom_id`` appears twice, or one is not in ``known_ids`` (another batch's
-            output).
+        BatchFileError: ``CONFIG_INVALID`` for a line that is not an output record, a
+            ``custom_id`` twice, or one that is not in ``known_ids`` (another batch's output).
     """
     resume = Resume()
     pieces = data.split(b"\n")
     tail = pieces.pop()  # b"" when the file ends with a newline
     offset = 0
-    bad: list[int] = []  # line numbers of bad complete lines not yet followed by a good one
     problems: list[dict[str, Any]] = []
     seen: dict[str, int] = {}
     for lineno, raw in enumerate(pieces, start=1):
         offset += len(raw) + 1
+        if not raw.strip(b"\x00 \t\r"):
+            continue  # filler: skipped here, cut when nothing good follows
         record = parse_output_line(raw)
         if record is None:
-            bad.append(lineno)
+            problems.append({"line": lineno, "message": "not a batch output record"})
             continue
-        for b in bad:
-            problems.append({"line": b, "message": "not an output record (and not at the end)"})
-        bad = []
         _check_id(record["custom_id"], lineno, seen, known_ids, problems)
         resume.records.append((raw, record))
         resume.keep_bytes = offset
-    if not bad and tail:
+    if tail and resume.keep_bytes == len(data) - len(tail):
         record = parse_output_line(tail)
         if record is not None:  # complete, only its newline was lost
             _check_id(record["custom_id"], len(pieces) + 1, seen, known_ids, problems)

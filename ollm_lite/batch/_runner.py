@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import threading
 import time
@@ -143,6 +144,11 @@ def run_file(
     started = time.monotonic()
     jobs = load_jobs(input_path, model)
     workers = _concurrency(provider, concurrency)
+    if _same_file(input_path, output_path):
+        raise BatchFileError(
+            f"the output {output_path} is the input file; choose another output",
+            details={"path": str(output_path)},
+        )
     try:
         out, resume = OutputFile.open(
             str(output_path), known_ids={j.custom_id for j in jobs}, retry_failed=retry_failed
@@ -169,6 +175,13 @@ def run_file(
     with out:
         _pump(provider, pending, out, workers, stops, counts, lambda: _report(progress, summary()))
     return summary()
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _report(progress: Callable[[BatchSummary], None] | None, summary: BatchSummary) -> None:

@@ -293,3 +293,28 @@ def test_ctrl_c_in_a_script_finishes_in_flight_lines_then_raises(tmp_path: Path)
         gate.set()
     assert len(read_output(out)) == 2
     assert len(backend.prompts) == 2
+
+
+def test_an_output_that_is_not_a_batch_output_is_never_truncated(tmp_path: Path) -> None:
+    """Pointing -o at some other file is refused, and the file stays as it was."""
+    inp = write_prompts(tmp_path / "in.jsonl", ["a"])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\nmore notes\n")
+    with pytest.raises(BatchFileError, match="not a batch output record"):
+        run_batch(inp, notes, client=client_for(EchoBackend()))
+    assert notes.read_text() == "my notes\nmore notes\n"
+    with pytest.raises(BatchFileError, match="is the input file"):
+        run_batch(inp, inp, client=client_for(EchoBackend()))
+    assert (tmp_path / "in.jsonl").read_text().count("\n") == 1
+
+
+def test_zero_filled_tail_after_a_crash_is_cut(tmp_path: Path) -> None:
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "b"])
+    out = tmp_path / "out.jsonl"
+    run_batch(inp, out, client=client_for(EchoBackend()))
+    first = out.read_bytes().splitlines(keepends=True)[0]
+    out.write_bytes(first + b"\x00" * 300 + b"\n" + b"\x00" * 40)
+    again = EchoBackend()
+    summary = run_batch(inp, out, client=client_for(again))
+    assert summary.skipped == 1 and len(again.prompts) == 1
+    assert len(read_output(out)) == 2
