@@ -17,6 +17,7 @@ interrupted (the first Ctrl-C lets requests in flight finish, a second cancels t
 from __future__ import annotations
 
 import argparse
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -146,6 +147,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     note = getattr(provider, "health_note", None)
     printer = BatchProgressPrinter(ctx.err, hosts=note if callable(note) else None)
     stops = Stops()
+    handler = _fleet_log(ctx, printer.tty)
     try:
         summary = run_with_provider(
             provider,
@@ -164,6 +166,8 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
         close = getattr(provider, "close", None)
         if callable(close):
             close()
+        if handler is not None:
+            logging.getLogger("ollm_lite.fleet").removeHandler(handler)
     printer.finish(summary)
     left = summary.remaining
     ctx.say(
@@ -174,6 +178,21 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
         ctx.say("ollm-lite: interrupted; run the same command again to resume")
         return EXIT_INTERRUPTED
     return EXIT_ERROR if summary.failed else EXIT_OK
+
+
+def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
+    """Show the fleet's ejections and returns on stderr (``--debug`` shows everything)."""
+    if ctx.debug:
+        return None
+    handler = logging.StreamHandler(ctx.err)
+    # On a terminal, clear the progress bar's line first; it is redrawn after.
+    handler.setFormatter(logging.Formatter(("\r\x1b[2K" if tty else "") + "ollm-lite: %(message)s"))
+    handler.setLevel(logging.INFO)
+    fleet_logger = logging.getLogger("ollm_lite.fleet")
+    fleet_logger.addHandler(handler)
+    if fleet_logger.getEffectiveLevel() > logging.INFO:
+        fleet_logger.setLevel(logging.INFO)
+    return handler
 
 
 def _cmd_make(args: argparse.Namespace, ctx: Any) -> int:

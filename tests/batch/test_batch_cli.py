@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from batch.batch_support import chat_line, read_output, write_lines, write_prompts
 from cli.cli_support import assert_one_line_error, popen, run
+from faults.fault_server import refused_url
 from transport_support import LoopbackServer, Request, respond, serve
 
 CHAT = "/v1/chat/completions"
@@ -123,17 +124,20 @@ def test_a_fleet_of_hosts_from_the_command_line(
     srv, _ = server
     route = Held()
     route.keep_alive = True  # type: ignore[attr-defined]
-    with serve({CHAT: route}) as other:
+    with serve({CHAT: route}) as other, refused_url() as dead:
         inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(12)])
         result = run(
             tmp_path,
             *_args(srv.url, str(inp), "-o", str(tmp_path / "o.jsonl"), "--per-host", "2"),
             "--host",
+            dead,
+            "--host",
             other.url,
         )
         assert result.returncode == 0, result.stderr
         assert srv.requests and other.requests
-        assert "hosts 2/2 up" in result.stderr
+        assert f"ollm-lite: fleet: {dead} ejected" in result.stderr  # health is visible
+        assert "hosts 2/3 up" in result.stderr or "hosts 3/3 up" in result.stderr
 
 
 def _wait(condition: object, timeout: float = 30.0) -> None:
