@@ -63,12 +63,12 @@ def _exactly_once(path: Path, n: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def two_servers(
-    llamacpp_native_server: llamacpp.ServerInfo,
+    llamacpp_py_server: llamacpp.ServerInfo,
 ) -> Iterator[list[llamacpp.ServerInfo]]:
     """The session's server and one of this test's own (the one that gets killed)."""
-    own = llamacpp.start_server("native", ctx=1024)
+    own = llamacpp.start_server("py", ctx=1024)
     try:
-        yield [llamacpp_native_server, own]
+        yield [llamacpp_py_server, own]
     finally:
         llamacpp.stop_server(own.pid)
 
@@ -108,14 +108,14 @@ def test_a_server_killed_mid_batch_every_line_completes_on_the_other(
 
 
 def test_sigkill_at_random_points_ten_times_then_resume_is_exactly_once(
-    llamacpp_native_server: llamacpp.ServerInfo, tmp_path: Path
+    llamacpp_py_server: llamacpp.ServerInfo, tmp_path: Path
 ) -> None:
     n = 24
     inp = _input(tmp_path / "in.jsonl", n)
     out = tmp_path / "out.jsonl"
     cmd = [
         sys.executable, "-m", "ollm_lite", "--provider", "llamacpp", "--model", MODEL,
-        "batch", "run", str(inp), "-o", str(out), "--host", llamacpp_native_server.base_url,
+        "batch", "run", str(inp), "-o", str(out), "--host", llamacpp_py_server.base_url,
         "--concurrency", "2",
     ]  # fmt: skip
     env = {
