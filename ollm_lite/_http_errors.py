@@ -4,7 +4,8 @@
 to the exception tree of :mod:`ollm_lite.errors`; it quotes the server's own message (OpenAI,
 Ollama, Google and FastAPI error shapes, HTML pages from proxies), never the whole body.
 :func:`parse_retry_after` reads ``retry-after-ms`` / ``Retry-After``. ``_Redactor`` replaces the
-provider's secrets with ``***`` wherever text from the server reaches an error.
+provider's secrets with ``***`` wherever text from the server reaches an error (the one
+redactor: configuration display uses it too); ``_unsendable`` says why a key cannot be sent.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .errors import (
     RequestTimeout,
 )
 
-__all__ = ["error_for_status", "parse_retry_after"]
+__all__ = ["MIN_SECRET", "error_for_status", "parse_retry_after"]
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -59,13 +60,23 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
 # --------------------------------------------------------------------------- redaction
 
 
+#: Shorter "keys" are not masked inside other text (they would garble ordinary words); the
+#: one threshold for every message the library builds, configuration display included.
+MIN_SECRET = 4
+
+
 class _Redactor:
-    """Replaces secrets in text with ``***``."""
+    """Replaces secrets in text with ``***``: the one redactor of the library.
+
+    Every quote of a server's text is masked first and cut afterwards: a secret straddling
+    the cut would otherwise survive but for its last characters.
+    """
 
     __slots__ = ("_secrets",)
 
     def __init__(self, secrets: Sequence[str]) -> None:
-        self._secrets = tuple(sorted({s for s in secrets if s and len(s) >= 4}, key=len)[::-1])
+        kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}
+        self._secrets = tuple(sorted(kept, key=len, reverse=True))  # longest first
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
@@ -94,11 +105,35 @@ class _Redactor:
         return value
 
 
+def _unsendable(value: str) -> str | None:
+    """Why ``value`` cannot go into an HTTP header value, or ``None`` when it can.
+
+    ``requests`` refuses a line break or a leading blank, and ``http.client`` a character
+    outside Latin-1 (RFC 9110 §5.5: field values are visible ASCII, blanks inside, and
+    obs-text); a key with a blank around it is a copy-and-paste accident.
+    """
+    if value != value.strip():
+        return "a leading or trailing blank or line break"
+    if any(ch < " " or ch == "\x7f" for ch in value):
+        return "a control character"
+    if not value.isascii():
+        try:
+            value.encode("latin-1")
+        except UnicodeEncodeError:
+            return "a character outside Latin-1"
+    return None
+
+
 # --------------------------------------------------------------------------- error mapping
 
 
-def _server_message(body: bytes, content_type: str) -> tuple[str, dict[str, Any]]:
-    """The server's own error text and a few structured facts, never the whole body."""
+def _server_message(
+    body: bytes, content_type: str, redact: Callable[[str], str]
+) -> tuple[str, dict[str, Any]]:
+    """The server's own error text and a few structured facts, never the whole body.
+
+    The text is masked before it is cut (a key straddling the cut must not leave its head).
+    """
     facts: dict[str, Any] = {}
     text = body.decode("utf-8", "replace").strip()
     try:
@@ -118,7 +153,9 @@ def _server_message(body: bytes, content_type: str) -> tuple[str, dict[str, Any]
             for key, fact in (("status", "server_status"), ("type", "type"), ("code", "code")):
                 if isinstance(err.get(key), str | int) and not isinstance(err.get(key), bool):
                     facts[fact] = err[key]
-            for item in err.get("details") or ():
+            details = err.get("details")
+            # Google's ``details`` is a list of objects; any other shape carries no fact.
+            for item in details if isinstance(details, list) else ():
                 if not isinstance(item, dict):
                     continue
                 if isinstance(item.get("reason"), str):
@@ -134,13 +171,13 @@ def _server_message(body: bytes, content_type: str) -> tuple[str, dict[str, Any]
             else:
                 message = detail
         if message is not None:
-            return str(message)[:1000], facts
+            return redact(str(message))[:1000], facts
     if "html" in content_type.lower() or text.lstrip().lower().startswith(("<!doctype", "<html")):
         title = re.search(r"<title[^>]*>(.*?)</title>", text, re.I | re.S)
-        summary = title.group(1).strip() if title else "an HTML page"
+        summary = redact(title.group(1).strip()) if title else "an HTML page"
         return f"{summary[:200]} (HTML error page, probably from a proxy)", facts
     if obj is None and text:
-        return text[:300], facts
+        return redact(text)[:300], facts
     return "", facts
 
 
@@ -163,8 +200,7 @@ def error_for_status(
     ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
     ``RequestTimeout``; anything else → ``HTTPStatusError``.
     """
-    message, facts = _server_message(body, headers.get("content-type", ""))
-    message = redact(message)
+    message, facts = _server_message(body, headers.get("content-type", ""), redact)
     # The structured facts come from the same body: a server echoing the request can put
     # the key in its error code or type as easily as in its message.
     facts = {k: redact(v) if isinstance(v, str) else v for k, v in facts.items()}

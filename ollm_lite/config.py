@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from ._http_errors import _Redactor, _unsendable
 from .errors import ConfigError
 
 __all__ = [
@@ -409,14 +410,22 @@ def _add_section(layer: _Layer, name: str, section: Any, origin: str) -> None:
             layer.issues.append(_unknown_key(f"{where}.{key}", key, _SECTION_KEYS))
             continue
         if explicit or key not in target:
-            target[key] = value
+            target[key] = _stripped_key(value) if key == "api_key" else value
             layer.origins[f"providers.{canonical}.{key}"] = origin
+
+
+def _stripped_key(value: Any) -> Any:
+    """An API key without surrounding whitespace: a key file read into a variable or pasted
+    into the TOML file keeps its trailing newline, which no HTTP header can carry."""
+    return value.strip() if isinstance(value, str) else value
 
 
 def _env_layer(env: Mapping[str, str]) -> _Layer:
     layer = _Layer("env")
     for var, path in ENV_VARS.items():
         value = env.get(var)
+        if value and path.endswith(".api_key"):
+            value = _stripped_key(value)
         if not value:
             continue
         origin = f"env {var}"
@@ -622,6 +631,12 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
         issues.append(
             ConfigIssue(f"{where}.api_key", f"must be a string, got {_type_name(api_key)}")
         )
+    elif api_key:
+        why = _unsendable(api_key)
+        if why:
+            issues.append(
+                ConfigIssue(f"{where}.api_key", f"holds {why}: it cannot be sent in a header")
+            )
     backend: Any = section.backend
     if backend is not None:
         if not isinstance(backend, str):
@@ -787,15 +802,13 @@ def _type_issue(path: str, expected: str, value: Any) -> ConfigIssue:
 
 # --------------------------------------------------------------------------- secrets
 
-#: Shorter "keys" are not masked inside other text (they would garble ordinary words).
-_MIN_SECRET = 6
 _USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
 
 
 def _secret_strings(value: Any) -> list[str]:
     """Every string inside an ``api_key`` value (a mistyped table may hide the key)."""
     if isinstance(value, str):
-        return [value] if len(value) >= _MIN_SECRET else []
+        return [value]
     if isinstance(value, dict):
         return [s for v in value.values() for s in _secret_strings(v)]
     if isinstance(value, list):
@@ -812,11 +825,11 @@ def config_secrets(config: Config) -> list[str]:
 
 
 def mask_secrets(text: str, secrets: list[str]) -> str:
-    """``text`` with each of ``secrets`` and any URL user-info (``user:pass@``) as ``***``."""
-    text = _USERINFO.sub("***@", text)
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    return text
+    """``text`` with each of ``secrets`` and any URL user-info (``user:pass@``) as ``***``.
+
+    Masked by the library's one redactor (the transport's), with its minimum secret length.
+    """
+    return _Redactor(secrets)(_USERINFO.sub("***@", text))
 
 
 # --------------------------------------------------------------------------- display

@@ -37,6 +37,7 @@ import socket
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -53,7 +54,7 @@ from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
 from . import __version__
 from ._cancel_scope import ambient_cancel_events, cancel_scope
-from ._http_errors import _Redactor, error_for_status, parse_retry_after
+from ._http_errors import _Redactor, _unsendable, error_for_status, parse_retry_after
 from .errors import (
     BadResponse,
     Cancelled,
@@ -86,6 +87,13 @@ _MAX_ERROR_BODY = 64 * 1024
 #: Largest non-streamed answer accepted.
 _MAX_BODY = 256 * 1024 * 1024
 _SENSITIVE_HEADERS = ("x-api-key", "api-key", "x-goog-api-key")
+#: Most bytes one step of decompression may produce: a small compressed chunk can inflate to
+#: hundreds of MB (a "zip bomb"), so the body is inflated piece by piece, each piece going
+#: to the line decoder (and its line limit) before the next is made.
+_INFLATE_STEP = 64 * 1024
+#: The only codings asked for (and decoded here, bounded): not brotli or zstd, whatever
+#: optional packages urllib3 finds installed.
+_ACCEPT_ENCODING = "gzip, deflate"
 
 
 @dataclass(frozen=True, slots=True)
@@ -584,18 +592,18 @@ class StreamResponse:
         cancel = self._cancel
         try:
             if raw.chunked and raw.supports_chunked_reads():
-                source: Iterator[bytes] = raw.read_chunked(None, decode_content=True)
+                source: Iterator[bytes] = raw.read_chunked(None, decode_content=False)
                 self._source = source
             else:
                 source = _read1_iter(raw)
-            for chunk in source:
+            for chunk in self._decoded(source):
                 if chunk:
                     if cancel is not None and cancel.is_set():
                         raise self._read_error(EOFError())
                     yield chunk
         except OllmError:
             raise
-        except urllib3.exceptions.DecodeError as exc:
+        except (urllib3.exceptions.DecodeError, zlib.error) as exc:
             if self._scope.reason is not None or self._cancelled():
                 raise self._read_error(exc) from exc
             encoding = self.headers.get("content-encoding", "")
@@ -620,6 +628,28 @@ class StreamResponse:
         if self._scope.reason is not None or self._cancelled():
             raise self._read_error(EOFError())
         self._response._content_consumed = True  # type: ignore[attr-defined]
+
+    def _decoded(self, source: Iterator[bytes]) -> Iterator[bytes]:
+        """``source`` with its ``Content-Encoding`` undone, in bounded pieces."""
+        coding = self.headers.get("content-encoding", "").strip().lower()
+        if coding in ("", "identity"):
+            # Not ``yield from``: leaving early must not close urllib3's chunk reader, which
+            # close() may still drain to keep the connection.
+            for chunk in source:
+                yield chunk
+            return
+        if coding not in ("gzip", "x-gzip", "deflate"):
+            raise BadResponse(
+                f"{self._transport.provider} at {self._transport.base_url} sent a body in a "
+                f"coding that was not asked for (Content-Encoding: {coding})",
+                provider=self._transport.provider,
+                model=self._model,
+                details={"content_encoding": coding},
+            )
+        inflater = _Inflater("deflate" if coding == "deflate" else "gzip")
+        for chunk in source:
+            yield from inflater.feed(chunk)
+        yield inflater.flush()
 
     def iter_decoded(self, decoder: Any) -> Iterator[Any]:
         """Items produced by a sans-IO ``decoder`` (``feed``/``flush``) from the body.
@@ -666,6 +696,55 @@ class StreamResponse:
         return b"".join(parts)
 
 
+class _Inflater:
+    """Decodes one ``Content-Encoding`` incrementally, at most ``_INFLATE_STEP`` bytes a piece.
+
+    urllib3 inflates a whole received chunk at once; reading the raw body and inflating it
+    here with a bounded ``max_length`` keeps memory bounded by the consumer's own limits.
+    """
+
+    __slots__ = ("_coding", "_members", "_obj", "_started")
+
+    def __init__(self, coding: str) -> None:
+        self._coding = coding
+        self._started = False
+        self._members = 0
+        self._obj = self._new()
+
+    def _new(self) -> Any:
+        if self._coding == "deflate":  # zlib-wrapped per RFC 9110; raw deflate is tried too
+            return zlib.decompressobj()
+        return zlib.decompressobj(16 + zlib.MAX_WBITS)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The decoded pieces of ``data``.
+
+        Raises:
+            zlib.error: the body is not in the announced coding.
+        """
+        while data:
+            try:
+                out = self._obj.decompress(data, _INFLATE_STEP)
+            except zlib.error:
+                if self._members:  # garbage after a whole gzip member is ignored, as urllib3 does
+                    return
+                if self._coding != "deflate" or self._started:
+                    raise
+                self._obj = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate (old servers)
+                out = self._obj.decompress(data, _INFLATE_STEP)
+            self._started = True
+            if out:
+                yield out
+            data = self._obj.unconsumed_tail
+            if not data and self._obj.eof and self._obj.unused_data:
+                data = self._obj.unused_data  # the next gzip member
+                self._members += 1
+                self._obj = self._new()
+
+    def flush(self) -> bytes:
+        return bytes(self._obj.flush())
+
+
 def _past(deadline: float | None) -> bool:
     """Whether the total deadline has (all but) passed.
 
@@ -676,6 +755,7 @@ def _past(deadline: float | None) -> bool:
 
 
 def _read1_iter(raw: Any) -> Iterator[bytes]:
+    """The raw (still encoded) body as it arrives."""
     read1 = getattr(raw, "read1", None)
     if read1 is None:  # urllib3 < 2: read the http.client response directly
         read1 = raw._fp.read1
@@ -685,13 +765,35 @@ def _read1_iter(raw: Any) -> Iterator[bytes]:
                 return
             yield data
     while True:
-        data = read1(65536, decode_content=True)
+        data = read1(65536, decode_content=False)
         if not data:
             return
         yield data
 
 
 # --------------------------------------------------------------------------- transport
+
+
+def _check_sendable(provider: str, keys: Sequence[str], headers: Mapping[str, str]) -> None:
+    """Refuse, before any request, API keys and header values that cannot be sent.
+
+    Raised outside any ``except`` block and without the value, so the key is in no
+    exception of the chain, no message and no log record.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID``.
+    """
+    for key in keys:
+        why = _unsendable(key) if isinstance(key, str) else "a value that is not text"
+        if why:
+            raise ConfigError(
+                f"the API key for {provider} holds {why}, which cannot be sent in an HTTP "
+                "header: check the variable or file it came from (a trailing newline?)"
+            )
+    for name, value in headers.items():
+        why = _unsendable(value) if isinstance(value, str) else "a value that is not text"
+        if why:
+            raise ConfigError(f"the {name} header for {provider} holds {why}, which cannot be sent")
 
 
 def _basic_token(user: str, password: str) -> str:
@@ -707,7 +809,8 @@ class Transport:
             ``headers`` has an ``Authorization``) and kept out of ``base_url`` and messages.
         provider: Provider name used in messages and error details.
         headers: Headers sent with every request (auth included).
-        secrets: Values that must never appear in messages (API keys).
+        secrets: Values that must never appear in messages (API keys). Each must be sendable
+            in a header (no surrounding blank or line break, no control character, Latin-1).
         timeouts: Default limits; per request, ``timeout=`` sets the total deadline.
         retry: Retry policy for failures before the first byte.
         start_hint: What to tell the user when the server cannot be reached.
@@ -726,6 +829,7 @@ class Transport:
         start_hint: str = "",
         model_hint: str = "",
     ) -> None:
+        _check_sendable(provider, secrets, headers or {})
         self.base_url, credentials = split_userinfo(base_url)
         self.provider = provider
         self.timeouts = timeouts or Timeouts()
@@ -754,6 +858,7 @@ class Transport:
                     adapter = _Adapter()
                     session.mount("http://", adapter)
                     session.mount("https://", adapter)
+                    session.headers["Accept-Encoding"] = _ACCEPT_ENCODING
                     session.headers.update(self._headers)
                     self._session = session
         return self._session
@@ -802,6 +907,7 @@ class Transport:
             retry: Whether to apply the retry policy.
 
         Raises:
+            ConfigError: ``CONFIG_INVALID`` for a header value that cannot be sent.
             Cancelled: ``CANCELLED``.
             ConnectionFailed: ``CONNECTION_FAILED``.
             RequestTimeout: ``LLM_TIMEOUT``.
@@ -817,6 +923,7 @@ class Transport:
         url = self.url(path)
         body = None
         req_headers = dict(headers or {})
+        _check_sendable(self.provider, (), req_headers)
         if json_body is not None:
             body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
             req_headers.setdefault("Content-Type", "application/json")
@@ -977,6 +1084,7 @@ class Transport:
         if deadline is not None:
             read_timeout = max(0.001, min(read_timeout, deadline - time.monotonic()))
         _current.scope = scope
+        unchained: Exception | None = None
         try:
             response = self.session.request(
                 method,
@@ -993,9 +1101,14 @@ class Transport:
                 watcher.join()
             if not isinstance(exc, Exception):
                 raise
-            raise self._send_error(exc, scope, cancel, deadline, timeouts, url, model) from exc
+            error = self._send_error(exc, scope, cancel, deadline, timeouts, url, model)
+            if not isinstance(exc, requests.exceptions.InvalidHeader):
+                raise error from exc
+            unchained = error  # the refused header (a key) stays out of the chain
         finally:
             _current.scope = None
+        if unchained is not None:
+            raise unchained
         elapsed = (time.perf_counter() - started) * 1000
         logger.debug("%s %s -> %d in %.1f ms", method, url, response.status_code, elapsed)
         stream = StreamResponse(self, response, scope, watcher, cancel, deadline, timeouts, model)
@@ -1062,6 +1175,8 @@ class Transport:
                 model=model,
                 details={"idle_timeout": timeouts.idle},
             )
+        if isinstance(exc, requests.exceptions.InvalidHeader):
+            return ConfigError(f"a header for {self.provider} cannot be sent (a key or value)")
         if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
             return ConfigError(f"invalid URL for {self.provider}: {self.redact(str(exc))}")
         if isinstance(exc, requests.exceptions.TooManyRedirects):

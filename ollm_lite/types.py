@@ -62,7 +62,9 @@ __all__ = [
 
 Role: TypeAlias = Literal["system", "user", "assistant", "tool"]
 _ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
-FinishReason: TypeAlias = Literal["stop", "length", "tool", "cancelled", "content_filter"]
+FinishReason: TypeAlias = Literal[
+    "stop", "length", "tool", "cancelled", "content_filter", "refusal"
+]
 ChatFinishReason: TypeAlias = Literal[
     "complete", "max_turns", "cancelled", "loop_detected", "token_limit", "error"
 ]
@@ -342,7 +344,7 @@ class ChatResult:
     """The whole answer of a non-streaming call."""
 
     content: str | None
-    finish_reason: Literal["stop", "length", "tool_calls", "content_filter"]
+    finish_reason: Literal["stop", "length", "tool_calls", "content_filter", "refusal"]
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage | None = None
     thinking: str | None = None

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import BadResponse, ConfigError
 from ..streams import DEFAULT_MAX_LINE, SSEDecoder
 from ..types import (
     ErrorEvent,
@@ -43,7 +43,7 @@ from ..types import (
     ToolCallEvent,
     Usage,
 )
-from .base import merge_body, usage_from
+from .base import MAX_TOOL_CALLS, merge_body, usage_from
 
 __all__ = [
     "GENERATED_ID_PREFIX",
@@ -455,6 +455,7 @@ class ChatStreamState:
             ``thoughtSignature`` store is keyed by id). Default: ``call_0``, ``call_1``, …
         map_error: Maps an ``error`` object inside the stream (default:
             :func:`mid_stream_error`).
+        redact: Masks secrets in quotes of the stream, before they are cut.
     """
 
     __slots__ = (
@@ -463,6 +464,7 @@ class ChatStreamState:
         "_loads",
         "_map_error",
         "_new_id",
+        "_redact",
         "error",
         "signatures",
         "skipped",
@@ -473,8 +475,10 @@ class ChatStreamState:
         self,
         new_id: Callable[[], str] | None = None,
         map_error: ErrorMapper | None = None,
+        redact: Callable[[str], str] = str,
     ) -> None:
         self._calls = 0
+        self._redact = redact
         self._new_id = new_id or generated_ids()
         self._map_error = map_error or mid_stream_error
         self._finish: str | None = None
@@ -524,23 +528,62 @@ class ChatStreamState:
                         {"block_reason": reason},
                     )
                 )
+            elif candidates is not None and not isinstance(candidates, list):
+                self._shape_error("candidates", candidates)
             return []
-        candidate = candidates[0]
-        out: list[ProviderEvent] = []
+        candidate = self._own_candidate(candidates)
+        if candidate is None:
+            return []
         content = candidate.get("content") or {}
-        for part in content.get("parts") or ():
+        parts = content.get("parts") or [] if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            self._shape_error("content", content)
+            return []
+        finish = candidate.get("finishReason")
+        if finish is not None and not isinstance(finish, str):
+            self._shape_error("finishReason", finish)
+            return []
+        out: list[ProviderEvent] = []
+        for part in parts:
             if not isinstance(part, dict):
                 continue
             text = part.get("text")
             call = part.get("functionCall")
             if isinstance(call, dict):
+                if self._calls >= MAX_TOOL_CALLS:
+                    message = f"Gemini sent more than {MAX_TOOL_CALLS} function calls"
+                    self.error = ErrorEvent(ErrorInfo(message, BadResponse.code))
+                    return out
                 out.append(ToolCallEvent(self._call(call, part.get("thoughtSignature"))))
-            elif text:
+            elif text and isinstance(text, str):
                 out.append(ThinkingEvent(text) if part.get("thought") else TextEvent(text))
-        finish = candidate.get("finishReason")
         if finish and finish != "FINISH_REASON_UNSPECIFIED":
             self._finish = finish
         return out
+
+    def _shape_error(self, member: str, value: Any) -> None:
+        quote = self._redact(json.dumps(value))[:200]
+        self.error = ErrorEvent(
+            ErrorInfo(f"Gemini sent a chunk whose {member} is not valid: {quote}", BadResponse.code)
+        )
+
+    def _own_candidate(self, candidates: Any) -> dict[str, Any] | None:
+        """The candidate with ``index`` 0; others (``candidateCount > 1``) are ignored, never
+        merged. A ``candidates`` value that is not a list of objects ends the stream."""
+        if not isinstance(candidates, list):
+            self._shape_error("candidates", candidates)
+            return None
+        for candidate in candidates:
+            if not isinstance(candidate, dict):
+                self._shape_error("candidates", candidates)
+                return None
+            index = candidate.get("index", 0)
+            if not isinstance(index, int) or isinstance(index, bool):
+                self._shape_error("candidate index", index)
+                return None
+            if index == 0:
+                return candidate
+        return None
 
     def _call(self, call: dict[str, Any], signature: Any) -> ToolCall:
         call_id = call.get("id") or self._new_id()
@@ -588,14 +631,17 @@ def _usage(meta: dict[str, Any]) -> Usage:
         meta.get("promptTokenCount"),
         meta.get("candidatesTokenCount"),
         meta.get("totalTokenCount"),
-        **extra,
+        extra,
     )
 
 
 def model_info_from_gemini(entry: dict[str, Any]) -> ModelInfo:
     """A ``models`` entry; ``inputTokenLimit`` is the context window."""
     name = str(entry.get("name", "")).removeprefix("models/")
-    methods = entry.get("supportedGenerationMethods") or []
+    raw_methods = entry.get("supportedGenerationMethods")
+    methods = (
+        [m for m in raw_methods if isinstance(m, str)] if isinstance(raw_methods, list) else []
+    )
     if "generateContent" in methods:
         kind: Any = "chat"
     elif "embedContent" in methods or "batchEmbedContents" in methods:
@@ -606,7 +652,7 @@ def model_info_from_gemini(entry: dict[str, Any]) -> ModelInfo:
     return ModelInfo(
         name=name,
         details={k: v for k, v in entry.items() if k != "name"},
-        context_length=limit if isinstance(limit, int) else None,
-        capabilities=list(methods),
+        context_length=limit if isinstance(limit, int) and not isinstance(limit, bool) else None,
+        capabilities=methods,
         kind=kind,
     )

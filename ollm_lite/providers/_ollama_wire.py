@@ -20,7 +20,7 @@ import ipaddress
 import json
 import random
 import string
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,7 +47,7 @@ from ..types import (
     ToolSchema,
     Usage,
 )
-from .base import merge_body
+from .base import MAX_TOOL_CALLS, merge_body
 
 __all__ = [
     "DEFAULT_PORT",
@@ -393,11 +393,20 @@ class ChatStreamState:
     terminal event for a stream that stopped without ``done: true``.
     """
 
-    __slots__ = ("_ids", "_info", "terminal")
+    __slots__ = ("_ids", "_info", "_redact", "terminal")
 
-    def __init__(self, *, provider: str = "local", model: str | None = None, url: str = "") -> None:
+    def __init__(
+        self,
+        *,
+        provider: str = "local",
+        model: str | None = None,
+        url: str = "",
+        redact: Callable[[str], str] = str,
+    ) -> None:
         self._ids: set[str] = set()
         self._info: dict[str, Any] = {"provider": provider, "model": model, "url": url}
+        self._redact = redact
+        """Masks secrets in quotes of the stream, before they are cut."""
         self.terminal: FinishEvent | ErrorEvent | None = None
 
     def _error(self, message: str) -> ErrorEvent:
@@ -444,9 +453,13 @@ class ChatStreamState:
         if not isinstance(calls, list):
             calls = [calls]
         for raw in calls:
+            if len(self._ids) >= MAX_TOOL_CALLS:
+                self.terminal = self._error(f"Ollama sent more than {MAX_TOOL_CALLS} tool calls")
+                return
             call = tool_call_from_ollama(raw, self._ids)
             if call is None:
-                self.terminal = self._error(f"Ollama sent a tool call without a name: {raw!r:.200}")
+                quote = self._redact(repr(raw))[:200]
+                self.terminal = self._error(f"Ollama sent a tool call without a name: {quote}")
                 return
             self._ids.add(call.id)
             events.append(ToolCallEvent(call))
@@ -563,7 +576,7 @@ def ps_context_length(ps: Any, model: str) -> int | None:
     for entry in models:
         if not isinstance(entry, dict):
             continue
-        names = {entry.get("name"), entry.get("model")}
+        names = (entry.get("name"), entry.get("model"))
         if wanted in {_full_name(n) for n in names if isinstance(n, str)}:
             return _int(entry.get("context_length"))
     return None

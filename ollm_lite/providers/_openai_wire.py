@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import BadResponse, ConfigError
@@ -51,9 +51,10 @@ from ..types import (
     Usage,
 )
 from .backends import Backend
-from .base import merge_body
+from .base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, merge_body
 
 __all__ = [
+    "choice_zero",
     "ChatStreamState",
     "ToolCallAssembler",
     "chat_body",
@@ -76,6 +77,7 @@ _FINISH: dict[str, FinishReason] = {
     "content_filter": "content_filter",
 }
 _RESULT_REASON = {"stop": "stop", "length": "length", "tool": "tool_calls"}
+
 _ID_ALPHABET = string.ascii_letters + string.digits
 _rng = random.SystemRandom()
 _EMPTY: tuple[ProviderEvent, ...] = ()
@@ -284,28 +286,43 @@ def usage_from_openai(usage: Any, timings: Any = None) -> Usage | None:
     return Usage(prompt, completion, total, extra)
 
 
-def _error_text(err: Any) -> tuple[str, dict[str, Any]]:
-    """The server's message and a few facts from an ``error`` member (object or string)."""
+def _same(text: str) -> str:
+    return text
+
+
+def _error_text(err: Any, redact: Callable[[str], str]) -> tuple[str, dict[str, Any]]:
+    """The server's message and a few facts from an ``error`` member (object or string).
+
+    Masked before it is cut: a key straddling the cut must not leave its head behind.
+    """
     if isinstance(err, dict):
         facts = {
-            k: err[k]
+            k: redact(err[k]) if isinstance(err[k], str) else err[k]
             for k in ("type", "code", "param")
             if isinstance(err.get(k), str | int) and not isinstance(err.get(k), bool)
         }
         message = err.get("message")
-        return (str(message) if message is not None else json.dumps(err)[:500]), facts
-    return str(err)[:1000], {}
+        if message is None:
+            return redact(json.dumps(err))[:500], facts
+        return redact(str(message))[:1000], facts
+    return redact(str(err))[:1000], {}
+
+
+def _quote(value: Any, redact: Callable[[str], str], limit: int = 200) -> str:
+    """A short quote of an answer's JSON for a message, masked before it is cut."""
+    return redact(json.dumps(value))[:limit]
 
 
 class _Slot:
     """One tool call being assembled."""
 
-    __slots__ = ("args", "id", "name", "parts")
+    __slots__ = ("args", "id", "name", "parts", "size")
 
     def __init__(self, call_id: str | None) -> None:
         self.id = call_id
         self.name: str | None = None
         self.parts: list[str] = []
+        self.size = 0
         self.args: dict[str, Any] | None = None
 
 
@@ -319,12 +336,14 @@ class ToolCallAssembler:
     string ``arguments`` are concatenated; an ``arguments`` object replaces what came before.
     """
 
-    __slots__ = ("_by_id", "_by_index", "_slots")
+    __slots__ = ("_by_id", "_by_index", "_slots", "problem")
 
     def __init__(self) -> None:
         self._slots: list[_Slot] = []
         self._by_index: dict[Any, _Slot] = {}
         self._by_id: dict[str, _Slot] = {}
+        self.problem: str | None = None
+        """Set when the calls outgrew ``MAX_TOOL_ARGUMENTS`` or ``MAX_TOOL_CALLS``."""
 
     def __bool__(self) -> bool:
         return bool(self._slots)
@@ -348,6 +367,9 @@ class ToolCallAssembler:
             if slot is None and not call_id and self._slots:
                 slot = self._slots[-1]
         if slot is None:
+            if len(self._slots) >= MAX_TOOL_CALLS:
+                self.problem = f"more than {MAX_TOOL_CALLS} tool calls in one answer"
+                return
             slot = _Slot(call_id)
             self._slots.append(slot)
         if index is not None:
@@ -365,15 +387,23 @@ class ToolCallAssembler:
         args = function.get("arguments")
         if isinstance(args, str):
             if args:
+                slot.size += len(args)
+                if slot.size > MAX_TOOL_ARGUMENTS:
+                    self.problem = (
+                        f"tool call arguments longer than {MAX_TOOL_ARGUMENTS} characters "
+                        f"({slot.name or 'unnamed'})"
+                    )
+                    return
                 slot.parts.append(args)
         elif isinstance(args, dict):
             slot.args = args
             slot.parts.clear()
+            slot.size = 0
 
     def calls(self) -> tuple[list[ToolCall], list[str]]:
         """The complete calls, in the order they began, and problems (calls without a name)."""
         calls: list[ToolCall] = []
-        problems: list[str] = []
+        problems: list[str] = [self.problem] if self.problem else []
         for slot in self._slots:
             if not slot.name:
                 problems.append(f"a tool call without a name (id {slot.id!r})")
@@ -385,6 +415,26 @@ class ToolCallAssembler:
                 text = "".join(slot.parts)
                 calls.append(ToolCall.from_arguments(call_id, slot.name, text if text else "{}"))
         return calls, problems
+
+
+def choice_zero(choices: Any) -> tuple[dict[str, Any] | None, tuple[str, Any] | None]:
+    """The choice with ``index`` 0 (the answer asked for), and what was malformed, if anything.
+
+    Other choices are ignored: ``n > 1`` (sent through ``extra_body``) interleaves several
+    answers, and merging them would splice their text and tool calls together. ``choices``
+    must be a list of objects whose ``index`` (0 when absent) is an integer.
+    """
+    if not isinstance(choices, list):
+        return None, ("choices", choices)
+    for choice in choices:
+        if not isinstance(choice, dict):
+            return None, ("choices", choices)
+        index = choice.get("index", 0)
+        if not isinstance(index, int) or isinstance(index, bool):
+            return None, ("choice index", index)
+        if index == 0:
+            return choice, None
+    return None, None
 
 
 class ChatStreamState:
@@ -399,6 +449,8 @@ class ChatStreamState:
         "_calls",
         "_finish",
         "_info",
+        "_redact",
+        "_refused",
         "_timings",
         "_usage",
         "skipped",
@@ -406,10 +458,17 @@ class ChatStreamState:
     )
 
     def __init__(
-        self, *, provider: str = "openai-compatible", model: str | None = None, url: str = ""
+        self,
+        *,
+        provider: str = "openai-compatible",
+        model: str | None = None,
+        url: str = "",
+        redact: Callable[[str], str] = _same,
     ) -> None:
         self._calls = ToolCallAssembler()
         self._finish: str | None = None
+        self._refused = False
+        self._redact = redact
         self._usage: Any = None
         self._timings: Any = None
         self._info: dict[str, Any] = {"provider": provider, "model": model, "url": url}
@@ -449,29 +508,59 @@ class ChatStreamState:
             if err is None and get("object") == "error":  # vLLM's older flat error shape
                 err = obj
             if err is not None:
-                message, facts = _error_text(err)
+                message, facts = _error_text(err, self._redact)
                 self.terminal = self._error(
                     f"the server reported an error mid-stream: {message}", **facts
                 )
+            elif choices is not None and not isinstance(choices, list):
+                self.terminal = self._shape_error("choices", choices)
             return _EMPTY
-        choice = choices[0]
-        if not isinstance(choice, dict):
+        choice = self._own_choice(choices)
+        if choice is None:
             return _EMPTY
         reason = choice.get("finish_reason")
+        if reason is not None and not isinstance(reason, str):
+            self.terminal = self._shape_error("finish_reason", reason)
+            return _EMPTY
         if reason:
             self._finish = reason
         delta = choice.get("delta")
-        if not delta or not isinstance(delta, dict):
+        if not delta:
             return _EMPTY
+        if not isinstance(delta, dict):
+            self.terminal = self._shape_error("delta", delta)
+            return _EMPTY
+        return self._delta(delta)
+
+    def _shape_error(self, member: str, value: Any) -> ErrorEvent:
+        quote = _quote(value, self._redact)
+        return self._error(f"the server sent a chunk whose {member} is not valid: {quote}")
+
+    def _own_choice(self, choices: Any) -> dict[str, Any] | None:
+        """:func:`choice_zero`; a ``choices`` of the wrong shape ends the stream."""
+        choice, bad = choice_zero(choices)
+        if bad is not None:
+            self.terminal = self._shape_error(bad[0], bad[1])
+        return choice
+
+    def _delta(self, delta: dict[str, Any]) -> Sequence[ProviderEvent]:
         content = delta.get("content")
         thinking = delta.get("reasoning_content") or delta.get("reasoning")
+        refusal = delta.get("refusal")
         calls = delta.get("tool_calls")
         if calls:
             add = self._calls.add
             for fragment in calls if isinstance(calls, list) else (calls,):
                 add(fragment)
+            if self._calls.problem:
+                self.terminal = self._error("the server sent " + self._calls.problem)
+                return _EMPTY
         elif delta.get("function_call"):  # the legacy single-call delta
             self._calls.add({"index": 0, "function": delta["function_call"]})
+        if refusal and isinstance(refusal, str):
+            # OpenAI's structured-output refusal: the model's explanation, shown as text.
+            self._refused = True
+            content = refusal if not (content and isinstance(content, str)) else content + refusal
         if thinking and isinstance(thinking, str):
             if content and isinstance(content, str):
                 return (ThinkingEvent(thinking), TextEvent(content))
@@ -489,6 +578,8 @@ class ChatStreamState:
             self.terminal = self._error("the server sent " + "; ".join(problems))
             return _EMPTY
         reason: FinishReason = "tool" if calls else _FINISH.get(self._finish or "stop", "stop")
+        if self._refused and not calls:
+            reason = "refusal"
         self.terminal = FinishEvent(reason, usage_from_openai(self._usage, self._timings))
         return [ToolCallEvent(c) for c in calls]
 
@@ -516,26 +607,29 @@ class ChatStreamState:
         return _EMPTY, self.terminal
 
 
-def result_from_answer(answer: Any) -> ChatResult:
+def result_from_answer(answer: Any, *, redact: Callable[[str], str] = _same) -> ChatResult:
     """A non-streamed ``chat.completion`` answer as a :class:`ChatResult`.
+
+    The choice with ``index`` 0 is the answer (others, asked for with ``n > 1``, are ignored).
+    A ``refusal`` (OpenAI's structured outputs) is the content, with ``finish_reason``
+    ``"refusal"``. ``redact`` masks secrets in the quotes of the answer put in messages.
 
     Raises:
         BadResponse: ``LLM_BAD_RESPONSE`` for an error object, or an answer without a choice
             carrying a message.
     """
     if not isinstance(answer, dict):
-        raise BadResponse(f"the chat answer is not a JSON object: {answer!r:.200}")
+        raise BadResponse(f"the chat answer is not a JSON object: {_quote(answer, redact)}")
     err = answer.get("error")
     if err is None and answer.get("object") == "error":
         err = answer
     if err is not None:
-        text, facts = _error_text(err)
+        text, facts = _error_text(err, redact)
         raise BadResponse(f"the server reported an error: {text}", details=facts)
-    choices = answer.get("choices")
-    choice: Any = choices[0] if isinstance(choices, list) and choices else None
-    message: Any = choice.get("message") if isinstance(choice, dict) else None
+    choice, _ = choice_zero(answer.get("choices"))
+    message: Any = choice.get("message") if choice is not None else None
     if not isinstance(message, dict):
-        raise BadResponse(f"the chat answer has no message: {json.dumps(answer)[:200]}")
+        raise BadResponse(f"the chat answer has no message: {_quote(answer, redact)}")
     assembler = ToolCallAssembler()
     raw_calls = message.get("tool_calls")
     if isinstance(raw_calls, list) and raw_calls:
@@ -548,9 +642,14 @@ def result_from_answer(answer: Any) -> ChatResult:
     if problems:
         raise BadResponse("the server sent " + "; ".join(problems))
     content = message.get("content")
+    refusal = message.get("refusal")
     thinking = message.get("reasoning_content") or message.get("reasoning")
-    finish = _FINISH.get(choice.get("finish_reason") or "stop", "stop")
+    raw_finish = choice.get("finish_reason") if choice is not None else None
+    finish = _FINISH.get(raw_finish, "stop") if isinstance(raw_finish, str) else "stop"
     reason: Any = "tool_calls" if calls else _RESULT_REASON.get(finish, finish)
+    if isinstance(refusal, str) and refusal and not calls:
+        content = (content if isinstance(content, str) else "") + refusal
+        reason = "refusal"
     return ChatResult(
         content=content if isinstance(content, str) else (None if calls else ""),
         finish_reason=reason,

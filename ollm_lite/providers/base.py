@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from ..errors import Cancelled, UnsupportedOperation, error_from_code
+from ..streams import DEFAULT_MAX_LINE
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -41,6 +43,7 @@ __all__ = [
     "ProviderAdapter",
     "approx_token_count",
     "collect_result",
+    "env_api_key",
     "request_chars",
 ]
 
@@ -247,8 +250,13 @@ class BaseProvider:
         return None
 
 
-def usage_from(prompt: Any, completion: Any, total: Any = None, **extra: Any) -> Usage:
-    """A :class:`Usage` from loosely typed wire numbers (absent or non-int become ``None``)."""
+def usage_from(
+    prompt: Any, completion: Any, total: Any = None, extra: Mapping[str, Any] | None = None
+) -> Usage:
+    """A :class:`Usage` from loosely typed wire numbers (absent or non-int become ``None``).
+
+    ``extra`` is a mapping, not keyword arguments: vendors add usage keys of any name.
+    """
 
     def num(v: Any) -> int | None:
         return v if isinstance(v, int) and not isinstance(v, bool) else None
@@ -256,7 +264,25 @@ def usage_from(prompt: Any, completion: Any, total: Any = None, **extra: Any) ->
     p, c, t = num(prompt), num(completion), num(total)
     if t is None and p is not None and c is not None:
         t = p + c
-    return Usage(p, c, t, {k: v for k, v in extra.items() if v is not None})
+    return Usage(p, c, t, {k: v for k, v in (extra or {}).items() if v is not None})
+
+
+#: Most tool calls one answer may carry, on every wire (a server can send calls forever).
+MAX_TOOL_CALLS = 1024
+#: Longest tool-call ``arguments`` text, on every wire: the line limit of the stream decoders
+#: (one NDJSON line or SSE event carries a whole Ollama or Gemini call).
+MAX_TOOL_ARGUMENTS = DEFAULT_MAX_LINE
+
+
+def env_api_key(*names: str) -> str | None:
+    """The first API key set among the environment variables ``names``, surrounding
+    whitespace stripped (a key read from a file keeps its trailing newline); ``None`` when
+    none is set."""
+    for name in names:
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return None
 
 
 def merge_body(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

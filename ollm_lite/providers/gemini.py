@@ -21,7 +21,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -59,7 +58,7 @@ from ._gemini_wire import (
     model_info_from_gemini,
     request_body,
 )
-from .base import BaseProvider, collect_result
+from .base import BaseProvider, collect_result, env_api_key
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
 
@@ -118,7 +117,7 @@ class GeminiProvider(BaseProvider):
     ) -> None:
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        key = api_key or os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")
+        key = api_key or env_api_key("GEMINI_API_KEY", "GOOGLE_API_KEY")
         url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=(_API, "/v1"))
         self._has_key = bool(key)
         self._transport = Transport(
@@ -173,7 +172,7 @@ class GeminiProvider(BaseProvider):
         def map_error(error: Any) -> ErrorInfo:
             return self._stream_error(error, path, model)
 
-        return ChatStreamState(self._new_call_id, map_error)
+        return ChatStreamState(self._new_call_id, map_error, self._transport.redact)
 
     def _stream_error(self, error: Any, path: str, model: str) -> ErrorInfo:
         """Google's ``error`` object sent inside a 200 answer, mapped as if it had come as
@@ -323,10 +322,12 @@ class GeminiProvider(BaseProvider):
             page = self._transport.request_json("GET", f"{_API}/models", params=params)
             if not isinstance(page, dict):
                 raise BadResponse("the models page is not an object", provider=self.name)
-            models += [
-                model_info_from_gemini(m) for m in page.get("models") or () if isinstance(m, dict)
-            ]
-            token = page.get("nextPageToken") or None
+            entries = page.get("models")
+            if not isinstance(entries, list | None):
+                raise BadResponse("the models page has no list of models", provider=self.name)
+            models += [model_info_from_gemini(m) for m in entries or () if isinstance(m, dict)]
+            next_token = page.get("nextPageToken")
+            token = next_token if isinstance(next_token, str) and next_token else None
             if not token:
                 break
         with self._lock:

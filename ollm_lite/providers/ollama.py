@@ -55,7 +55,7 @@ from ._ollama_wire import (
     pull_error,
     pull_progress_from,
 )
-from .base import BaseProvider, approx_token_count, collect_result
+from .base import BaseProvider, approx_token_count, collect_result, env_api_key
 
 __all__ = ["DEFAULT_BASE_URL", "LocalProvider", "message_from_ollama", "message_to_ollama"]
 
@@ -126,7 +126,7 @@ class LocalProvider(BaseProvider):
             raise ConfigError(f"num_ctx must be a positive integer, got {num_ctx!r}")
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        key = api_key if api_key is not None else os.environ.get("OLLAMA_API_KEY") or None
+        key = api_key if api_key is not None else env_api_key("OLLAMA_API_KEY")
         self.embed_batch_size = embed_batch_size
         self.num_ctx = num_ctx
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -188,7 +188,12 @@ class LocalProvider(BaseProvider):
             len(body["messages"]),
             len(body.get("tools") or ()),
         )
-        state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+        state = ChatStreamState(
+            provider=self.name,
+            model=request.model,
+            url=self.base_url,
+            redact=self._transport.redact,
+        )
         handle = state.handle
         decoder = NDJSONDecoder()  # skips lines that are not JSON objects, counting them
         try:
@@ -241,7 +246,12 @@ class LocalProvider(BaseProvider):
             not_found="model",
         ) as resp:
             raw = resp.read_body()
-        state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+        state = ChatStreamState(
+            provider=self.name,
+            model=request.model,
+            url=self.base_url,
+            redact=self._transport.redact,
+        )
         events: list[ProviderEvent] = []
         for obj in _answer_objects(raw):
             events += state.handle(obj)

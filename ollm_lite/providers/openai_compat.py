@@ -67,7 +67,7 @@ from ._openai_wire import (
     tools_to_openai,
 )
 from .backends import OPENAI_COMPATIBLE_BACKENDS, Backend, backend_named
-from .base import BaseProvider, approx_token_count, collect_result
+from .base import BaseProvider, approx_token_count, collect_result, env_api_key
 
 __all__ = ["OpenAICompatibleProvider", "request_text"]
 
@@ -183,7 +183,7 @@ class OpenAICompatibleProvider(BaseProvider):
             raise ConfigError(f"retries must be an integer >= 0, got {retries!r}")
         raw_url = base_url or os.environ.get(self._host_env) or backend.default_base_url
         url = normalize_base_url(raw_url, strip_suffix="/v1")
-        key = api_key if api_key is not None else os.environ.get(self._key_env) or None
+        key = api_key if api_key is not None else env_api_key(self._key_env)
         self.backend: Backend = backend
         self.embed_batch_size = embed_batch_size
         self.capabilities = ProviderCapabilities(
@@ -259,7 +259,12 @@ class OpenAICompatibleProvider(BaseProvider):
             len(body.get("messages") or ()),
             len(body.get("tools") or ()),
         )
-        state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+        state = ChatStreamState(
+            provider=self.name,
+            model=request.model,
+            url=self.base_url,
+            redact=self._transport.redact,
+        )
         handle = state.handle
         try:
             with self._transport.open_stream(
@@ -319,7 +324,12 @@ class OpenAICompatibleProvider(BaseProvider):
             raw = resp.read_body()
         info: dict[str, Any] = {"provider": self.name, "model": request.model}
         if raw.lstrip().startswith(b"data:"):  # streamed although stream=false was asked
-            state = ChatStreamState(provider=self.name, model=request.model, url=self.base_url)
+            state = ChatStreamState(
+                provider=self.name,
+                model=request.model,
+                url=self.base_url,
+                redact=self._transport.redact,
+            )
             events: list[ProviderEvent] = []
             decoder = SSEDecoder()
             for event in [*decoder.feed(raw), *decoder.flush()]:
@@ -337,7 +347,7 @@ class OpenAICompatibleProvider(BaseProvider):
                 f"{self.name} at {self.base_url} sent a chat answer that is not JSON", **info
             ) from exc
         try:
-            return result_from_answer(answer)
+            return result_from_answer(answer, redact=self._transport.redact)
         except BadResponse as exc:
             redact = self._transport.redact
             raise BadResponse(
