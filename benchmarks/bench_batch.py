@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -193,7 +194,10 @@ def _breakdown(report: Report, url: str, n: int) -> None:
     session = requests.Session()
     provider = OpenAICompatibleProvider(base_url=url, backend="llamacpp", retries=0)
     request = ProviderRequest(model=MODEL, messages=[Message.user("ticket")])
-    figures: dict[str, list[float]] = {"raw": [], "wire": [], "line": []}
+    cancellable = ProviderRequest(
+        model=MODEL, messages=[Message.user("ticket")], cancel=threading.Event()
+    )
+    figures: dict[str, list[float]] = {"raw": [], "wire": [], "cancel": [], "line": []}
     for _ in range(3):  # interleaved rounds, best of three: the machine is shared
         figures["raw"].append(
             _cpu_per_call(
@@ -202,19 +206,26 @@ def _breakdown(report: Report, url: str, n: int) -> None:
             )
         )
         figures["wire"].append(_cpu_per_call(lambda: provider.chat(request), n))
+        figures["cancel"].append(_cpu_per_call(lambda: provider.chat(cancellable), n))
         figures["line"].append(_batch_line_cpu(url, n))
     session.close()
     provider.close()
-    raw, wire, line = (min(figures[k]) for k in ("raw", "wire", "line"))
+    raw, wire, cancel, line = (min(figures[k]) for k in ("raw", "wire", "cancel", "line"))
     report.add("CPU per request, requests.Session.post + json", raw, "µs", "sequential")
     report.add(
         "CPU per request, provider.chat", wire, "µs", f"+{wire - raw:.0f} µs transport + wire"
     )
     report.add(
+        "CPU per request, provider.chat with a cancel event",
+        cancel,
+        "µs",
+        f"+{cancel - wire:.0f} µs the watcher thread that lets cancel interrupt a blocked read",
+    )
+    report.add(
         "CPU per batch line (fleet, concurrency 1)",
         line,
         "µs",
-        f"+{line - wire:.0f} µs routing, translation, output line, write, thread hand-off",
+        f"+{line - cancel:.0f} µs routing, translation, output line, write, thread hand-off",
     )
 
 
