@@ -242,3 +242,17 @@ def _wait(condition: object, timeout: float = 30.0) -> None:
     while not condition():  # type: ignore[operator]
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
+
+
+def test_the_chat_runtime_runs_over_a_fleet(fleet_closer: list[Fleet]) -> None:
+    """A fleet is a provider like any other: plain chats fail over too."""
+    from ollm_lite.chat import ChatClient
+    from ollm_lite.types import ChatFinishEvent
+
+    with serve({CHAT: _sse_script("b")}) as b, refused_url() as dead:
+        fleet = Fleet([provider(dead), provider(b.url)], per_host=1)
+        fleet_closer.append(fleet)
+        events = list(ChatClient(fleet, model="m").chat("hello"))
+        text = "".join(e.value for e in events if isinstance(e, TextEvent))
+        assert text == "b says hi"
+        assert isinstance(events[-1], ChatFinishEvent) and events[-1].reason == "complete"
