@@ -167,7 +167,8 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
         if callable(close):
             close()
         if handler is not None:
-            logging.getLogger("ollm_lite.fleet").removeHandler(handler)
+            for name in _SHOWN_LOGGERS:
+                logging.getLogger(name).removeHandler(handler)
     printer.finish(summary)
     left = summary.remaining
     ctx.say(
@@ -180,18 +181,23 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     return EXIT_ERROR if summary.failed else EXIT_OK
 
 
+#: Loggers whose INFO lines a batch run shows: fleet health, interrupts, output repairs.
+_SHOWN_LOGGERS = ("ollm_lite.fleet", "ollm_lite.batch._runner", "ollm_lite.batch._output")
+
+
 def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
-    """Show the fleet's ejections and returns on stderr (``--debug`` shows everything)."""
+    """Show fleet health, interrupts and output repairs on stderr (``--debug``: everything)."""
     if ctx.debug:
         return None
     handler = logging.StreamHandler(ctx.err)
     # On a terminal, clear the progress bar's line first; it is redrawn after.
     handler.setFormatter(logging.Formatter(("\r\x1b[2K" if tty else "") + "ollm-lite: %(message)s"))
     handler.setLevel(logging.INFO)
-    fleet_logger = logging.getLogger("ollm_lite.fleet")
-    fleet_logger.addHandler(handler)
-    if fleet_logger.getEffectiveLevel() > logging.INFO:
-        fleet_logger.setLevel(logging.INFO)
+    for name in _SHOWN_LOGGERS:
+        shown = logging.getLogger(name)
+        shown.addHandler(handler)
+        if shown.getEffectiveLevel() > logging.INFO:
+            shown.setLevel(logging.INFO)
     return handler
 
 

@@ -140,6 +140,26 @@ def test_a_fleet_of_hosts_from_the_command_line(
         assert "hosts 2/3 up" in result.stderr or "hosts 3/3 up" in result.stderr
 
 
+class Lines:
+    """Collects a child's stderr lines as they come (a thread reads the pipe)."""
+
+    def __init__(self, stream: object) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
+            self.lines.append(raw.decode("utf-8", "replace"))
+
+    def text(self) -> str:
+        self._thread.join(60)
+        return "".join(self.lines)
+
+    def saw(self, needle: str) -> bool:
+        return any(needle in line for line in self.lines)
+
+
 def _wait(condition: object, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():  # type: ignore[operator]
@@ -155,15 +175,17 @@ def test_ctrl_c_lets_requests_in_flight_finish_then_exits_130(
     inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(6)])
     out = tmp_path / "out.jsonl"
     proc = popen(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--concurrency", "2"))
+    err = Lines(proc.stderr)
     try:
         _wait(lambda: route.in_flight == 2)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        _wait(lambda: err.saw("interrupt: no new requests"))
         route.release.set()
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, err
+    assert proc.returncode == 130, err.text()
+    assert "run the same command again to resume" in err.text()
     lines = read_output(out)
     assert len(lines) == 2 and all(x["error"] is None for x in lines)
     assert len([r for r in srv.requests if r.path == CHAT]) == 2  # nothing new was started
@@ -180,12 +202,13 @@ def test_a_second_ctrl_c_cancels_requests_in_flight(
     inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(4)])
     out = tmp_path / "out.jsonl"
     proc = popen(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--concurrency", "2"))
+    err = Lines(proc.stderr)
     try:
         _wait(lambda: route.in_flight == 2)
         proc.send_signal(signal.SIGINT)
-        time.sleep(0.3)
+        _wait(lambda: err.saw("interrupt: no new requests"))
         proc.send_signal(signal.SIGINT)
-        proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     finally:
         route.release.set()
         proc.kill()
