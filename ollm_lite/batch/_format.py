@@ -193,21 +193,24 @@ def _http_status(error: OllmError) -> int | None:
 def error_line(custom_id: str, error: OllmError) -> dict[str, Any]:
     """The output object of a failed request.
 
-    With an HTTP answer (``error.details["status"]``): ``response`` keeps the status and the
-    server's error as an OpenAI error object (its own message, ``type`` and ``code`` where it
-    gave them); without one: ``response`` is ``null``. ``error`` is always
-    ``{"code": <stable library code>, "message": ...}``.
+    With an HTTP answer (``error.details["status"]``): ``response`` keeps the status, and its
+    ``body`` is the server's error as OpenAI's error object (``{"error": {"message", "type",
+    "param", "code"}}``: the server's own message, type and code where it gave them; ``null``
+    when it said nothing); without one: ``response`` is ``null``. ``error`` is always
+    ``{"code": <stable library code>, "message": <the library's message>}``.
     """
     line_id, request_id = _ids()
     status = _http_status(error)
     response: dict[str, Any] | None = None
     if status is not None:
-        server = {
-            "message": error.message,
-            "type": error.details.get("type"),
-            "code": error.details.get("code"),
-        }
-        response = {"status_code": status, "request_id": request_id, "body": {"error": server}}
+        said = error.details.get("server_message")
+        body = None
+        if isinstance(said, str) and said:
+            server = {"message": said, "type": error.details.get("type")}
+            server["param"] = None
+            server["code"] = error.details.get("code")
+            body = {"error": server}
+        response = {"status_code": status, "request_id": request_id, "body": body}
     return {
         "id": line_id,
         "custom_id": custom_id,

@@ -50,7 +50,8 @@ class EchoBackend(BaseProvider):
                     return
         if text.startswith("fail"):
             info = ErrorInfo("echo at http://echo answered HTTP 500: boom", "LLM_HTTP_ERROR")
-            yield ErrorEvent(ErrorInfo(info.message, info.code, {"status": 500}))
+            details = {"status": 500, "server_message": "boom", "type": "server_error"}
+            yield ErrorEvent(ErrorInfo(info.message, info.code, details))
             return
         yield TextEvent(f"echo: {text}")
         yield FinishEvent("stop", Usage(3, 2, 5))

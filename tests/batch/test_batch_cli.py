@@ -89,6 +89,8 @@ def test_failed_lines_exit_1_after_all_are_written_and_retry_failed_reruns_them(
     assert len(lines) == 3
     (bad,) = [x for x in lines if x["error"]]
     assert bad["response"]["status_code"] == 500
+    assert bad["response"]["body"]["error"]["message"] == "model crashed"  # the server's words
+    assert bad["error"]["code"] == "LLM_HTTP_ERROR"
     retried = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--retry-failed"))
     assert retried.returncode == 1  # the server still fails it
     assert len(read_output(out)) == 3

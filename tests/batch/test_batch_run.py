@@ -54,7 +54,9 @@ def test_a_server_error_is_a_line_with_status_and_error(tmp_path: Path) -> None:
     assert (summary.done, summary.failed) == (1, 1)
     failed = next(x for x in read_output(tmp_path / "out.jsonl") if x["custom_id"] == "c1")
     assert failed["response"]["status_code"] == 500
-    assert failed["response"]["body"]["error"]["message"].endswith("boom")
+    assert failed["response"]["body"] == {
+        "error": {"message": "boom", "type": "server_error", "param": None, "code": None}
+    }
     assert failed["error"]["code"] == "LLM_HTTP_ERROR"
     assert "boom" in failed["error"]["message"]
 
