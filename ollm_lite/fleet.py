@@ -17,7 +17,9 @@ Routing rules:
 * Only failures *before* any answer reached the caller move a request: once a stream has
   yielded its first event, an error ends that stream as usual and is never replayed
   elsewhere (a second server would answer differently, and the caller already has text).
-* A request tries at most ``max(3, endpoints + 1)`` times, then raises the last error.
+* A request that failed on an endpoint waits for the others rather than trying that one again;
+  it raises the last error once every endpoint failed it and ``max(3, endpoints + 1)`` tries
+  were made.
 
 Members should not retry on their own (``retries=0``): a member's retries wait on the same
 failing server, while the fleet moves on at once. :func:`fleet_from_hosts` builds them so.
@@ -261,8 +263,21 @@ class Fleet:
 
     # ------------------------------------------------------------------ routing
 
-    def _acquire(self, cancel: threading.Event | None, *, bounded: bool = True) -> _Endpoint:
+    def _acquire(
+        self,
+        cancel: threading.Event | None,
+        *,
+        bounded: bool = True,
+        avoid: set[_Endpoint] | None = None,
+    ) -> _Endpoint:
+        """A slot on the least busy endpoint, waiting while none is free.
+
+        ``avoid``: endpoints that already failed this request; used again only once every
+        endpoint has (a request waits for a busy good server rather than re-trying a dead one
+        whose rest just ended).
+        """
         self._ensure_limits()
+        pool = [e for e in self._endpoints if not avoid or e not in avoid] or self._endpoints
         watched = tuple(e for e in (cancel, *ambient_cancel_events()) if e is not None)
         with self._cond:
             while True:
@@ -271,7 +286,7 @@ class Fleet:
                 now = self._clock()
                 ready = [
                     e
-                    for e in self._endpoints
+                    for e in pool
                     if e.rest_until <= now
                     and (not bounded or e.in_flight < (e.limit or DEFAULT_PER_HOST))
                 ]
@@ -281,7 +296,7 @@ class Fleet:
                     chosen.last_pick = self._picks
                     chosen.in_flight += 1
                     return chosen
-                waits = [e.rest_until - now for e in self._endpoints if e.rest_until > now]
+                waits = [e.rest_until - now for e in pool if e.rest_until > now]
                 timeout = min([_WAIT_SLICE_S, *waits]) if watched or waits else None
                 self._cond.wait(timeout=None if timeout is None else max(timeout, 0.001))
 
@@ -326,14 +341,15 @@ class Fleet:
         ``bounded=False`` (quick metadata calls) does not wait for a free slot: a model's
         context length should not queue behind long generations.
         """
+        failed: set[_Endpoint] = set()
         attempt = 0
         while True:
             attempt += 1
-            endpoint = self._acquire(cancel, bounded=bounded)
+            endpoint = self._acquire(cancel, bounded=bounded, avoid=failed)
             try:
                 value = fn(endpoint.provider)
             except OllmError as exc:
-                if self._release(endpoint, exc) is None or attempt >= self.max_attempts:
+                if self._release(endpoint, exc) is None or self._spent(attempt, failed, endpoint):
                     raise
                 logger.debug("fleet: moving a request off %s (%s)", endpoint.url, exc.code)
                 continue
@@ -342,6 +358,14 @@ class Fleet:
                 raise
             self._release(endpoint, None)
             return value
+
+    def _spent(self, attempt: int, failed: set[_Endpoint], endpoint: _Endpoint) -> bool:
+        """Record that ``endpoint`` failed this request; whether the request must give up.
+
+        It gives up once every endpoint failed it and ``max_attempts`` were made.
+        """
+        failed.add(endpoint)
+        return attempt >= self.max_attempts and len(failed) == len(self._endpoints)
 
     # ------------------------------------------------------------------ chat
 
@@ -361,11 +385,12 @@ class Fleet:
         Once an event was yielded, the stream belongs to that endpoint: a later error ends it
         with the member's ``ErrorEvent`` and is never replayed elsewhere.
         """
+        failed: set[_Endpoint] = set()
         attempt = 0
         while True:
             attempt += 1
             try:
-                endpoint = self._acquire(request.cancel)
+                endpoint = self._acquire(request.cancel, avoid=failed)
             except Cancelled:
                 yield FinishEvent("cancelled")
                 return
@@ -376,7 +401,9 @@ class Fleet:
                 first = next(stream, None)
                 if isinstance(first, ErrorEvent):
                     error = error_from_code(first.error)
-                    if failover_reason(error) is not None and attempt < self.max_attempts:
+                    if failover_reason(error) is not None and not self._spent(
+                        attempt, failed, endpoint
+                    ):
                         continue  # nothing reached the caller: the finally rests it
                 if first is None:
                     error = error_from_code(

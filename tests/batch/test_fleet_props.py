@@ -27,9 +27,10 @@ class Member(BaseProvider):
 
     name = "member"
 
-    def __init__(self, index: int, down: bool) -> None:
+    def __init__(self, index: int, down: bool, delay: float = 0.002) -> None:
         self.base_url = f"http://member-{index}"
         self.down = down
+        self.delay = delay
         self.lock = threading.Lock()
         self.in_flight = 0
         self.peak = 0
@@ -43,7 +44,7 @@ class Member(BaseProvider):
             self.in_flight += 1
             self.peak = max(self.peak, self.in_flight)
         try:
-            threading.Event().wait(0.002)
+            threading.Event().wait(self.delay)
             with self.lock:
                 self.answered.append(request.messages[-1].text)
             yield TextEvent(self.base_url)
@@ -77,3 +78,17 @@ def test_limits_hold_and_every_request_is_answered_once(
     assert all(not m.answered for m in members if m.down)
     assert all(a.startswith("http://member-") for a in answers)
     assert sum(s.in_flight for s in fleet.status()) == 0
+
+
+def test_requests_wait_for_a_busy_good_endpoint_rather_than_a_dead_one() -> None:
+    """A dead endpoint whose short rest keeps ending must not use up requests' tries while the
+    one good endpoint is busy: every request is answered there."""
+    good, dead = Member(0, down=False, delay=0.03), Member(1, down=True)
+    fleet = Fleet([good, dead], per_host=1, backoff=0.001, max_backoff=0.001)
+
+    def ask(prompt: str) -> str:
+        return fleet.chat(ProviderRequest(model="m", messages=[Message.user(prompt)])).content or ""
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(ask, [f"p{i}" for i in range(16)]))
+    assert answers == ["http://member-0"] * 16

@@ -63,12 +63,12 @@ def _exactly_once(path: Path, n: int) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def two_servers(
-    llamacpp_py_server: llamacpp.ServerInfo,
+    llamacpp_native_server: llamacpp.ServerInfo,
 ) -> Iterator[list[llamacpp.ServerInfo]]:
     """The session's server and one of this test's own (the one that gets killed)."""
-    own = llamacpp.start_server("py", ctx=1024)
+    own = llamacpp.start_server("native", ctx=1024)
     try:
-        yield [llamacpp_py_server, own]
+        yield [llamacpp_native_server, own]
     finally:
         llamacpp.stop_server(own.pid)
 
@@ -102,20 +102,21 @@ def test_a_server_killed_mid_batch_every_line_completes_on_the_other(
     assert (summary.done, summary.failed) == (n, 0)
     records = _exactly_once(tmp_path / "out.jsonl", n)
     assert all(r["error"] is None and r["response"]["status_code"] == 200 for r in records)
+    assert [s.limit for s in fleet.status()] == [1, 1]  # llama-server -np 1: /props total_slots
     states = {s.url: s for s in fleet.status()}
     assert states[first.base_url].served > states[second.base_url].served
     assert states[second.base_url].failures >= 1
 
 
 def test_sigkill_at_random_points_ten_times_then_resume_is_exactly_once(
-    llamacpp_py_server: llamacpp.ServerInfo, tmp_path: Path
+    llamacpp_native_server: llamacpp.ServerInfo, tmp_path: Path
 ) -> None:
     n = 24
     inp = _input(tmp_path / "in.jsonl", n)
     out = tmp_path / "out.jsonl"
     cmd = [
         sys.executable, "-m", "ollm_lite", "--provider", "llamacpp", "--model", MODEL,
-        "batch", "run", str(inp), "-o", str(out), "--host", llamacpp_py_server.base_url,
+        "batch", "run", str(inp), "-o", str(out), "--host", llamacpp_native_server.base_url,
         "--concurrency", "2",
     ]  # fmt: skip
     env = {
