@@ -99,6 +99,9 @@ _EXPORTS: dict[str, str] = {
     "ProviderConfig": "config",
     "load_config": "config",
     "validate_config": "config",
+    # tools from MCP servers
+    "McpServer": "mcp",
+    "mcp_tools": "mcp",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"], key=str.casefold)
@@ -144,6 +147,10 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         RequestTimeout as RequestTimeout,
         TokenLimitExceeded as TokenLimitExceeded,
         UnsupportedOperation as UnsupportedOperation,
+    )
+    from .mcp import (
+        McpServer as McpServer,
+        mcp_tools as mcp_tools,
     )
     from .providers.base import (
         ProviderAdapter as ProviderAdapter,

@@ -83,7 +83,7 @@ def add_batch_commands(
     run.add_argument(
         "--retry-failed", action="store_true", help="run the lines that failed before again"
     )
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(handler=_cmd_run, usage_parser=run)
     make = actions.add_parser(
         "make",
         parents=[flags],
@@ -93,7 +93,7 @@ def add_batch_commands(
     make.add_argument("-o", "--output", required=True, metavar="INPUT.jsonl")
     make.add_argument("--column", metavar="NAME", help="the CSV column holding the prompts")
     make.add_argument("--system", metavar="TEXT", help="a system message for every line")
-    make.set_defaults(handler=_cmd_make)
+    make.set_defaults(handler=_cmd_make, usage_parser=make)
     return batch
 
 

@@ -56,12 +56,17 @@ class Stops:
 def sigint_stops(stops: Stops, *, always: bool) -> Iterator[None]:
     """While inside: the first Ctrl-C sets ``stops.stop``, the second ``stops.cancel``.
 
-    Only on the main thread, and (unless ``always``) only when SIGINT still has Python's
-    default handler, so an application's own handling is never replaced behind its back.
+    Only on the main thread, never when SIGINT is ignored (a process started by ``nohup`` or
+    as a background job must not stop on a Ctrl-C meant for its terminal), and (unless
+    ``always``) only when SIGINT still has Python's default handler, so an application's own
+    handling is never replaced behind its back.
     """
     main = threading.current_thread() is threading.main_thread()
-    if not main or (
-        not always and signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    current = signal.getsignal(signal.SIGINT) if main else None
+    if (
+        not main
+        or current is signal.SIG_IGN
+        or (not always and current is not signal.default_int_handler)
     ):
         yield
         return
