@@ -52,7 +52,7 @@ from .config import (
     redacted,
     validate_config,
 )
-from .errors import Cancelled, ConfigError, OllmError
+from .errors import Cancelled, OllmError
 
 if TYPE_CHECKING:
     from .providers.base import ProviderAdapter
@@ -287,12 +287,9 @@ class _Context:
 
     def check_config(self) -> None:
         """Stop with the first problem (and a pointer to ``config validate``) if any."""
-        issues = validate_config(self.config)
-        if issues:
-            more = f" ({len(issues) - 1} more)" if len(issues) > 1 else ""
-            raise ConfigError(
-                f"invalid configuration: {issues[0]}{more}; run `{PROG} config validate`"
-            )
+        from ._connect import require_valid
+
+        require_valid(self.config)
 
     @property
     def registry(self) -> ProviderRegistry:
@@ -434,24 +431,10 @@ def _read_prompt(args: argparse.Namespace, ctx: _Context) -> str:
 
 
 def _chat_model(ctx: _Context, adapter: ProviderAdapter) -> str:
-    """The configured model, else the server's only chat model."""
-    if ctx.config.model:
-        return ctx.config.model
-    hint = 'pass --model NAME or set OLLM_MODEL (or model = "..." in the config file)'
-    try:
-        models = adapter.list_models()
-    except OllmError as exc:
-        if exc.code == "UNSUPPORTED_OPERATION":
-            raise ConfigError(f"no model given: {hint}") from exc
-        raise
-    names = [m.name for m in models if m.kind != "embedding"]
-    if len(names) == 1:
-        logger.debug("using the server's only model %s", names[0])
-        return names[0]
-    if not names:
-        raise ConfigError(f"no model given and the server lists none: {hint}")
-    shown = ", ".join(names[:8]) + (", ..." if len(names) > 8 else "")
-    raise ConfigError(f"no model given and the server has several ({shown}): {hint}")
+    """The configured model, else the server's only chat model (as ``connect()`` picks it)."""
+    from ._connect import resolve_model
+
+    return resolve_model(ctx.config.model, adapter)
 
 
 class _Writer:

@@ -78,8 +78,10 @@ __all__ = [
     "ToolDefinitionError",
     "ToolRegistry",
     "parse_docstring",
+    "schema_for_type",
     "tool",
     "validate_arguments",
+    "value_for_type",
 ]
 
 logger = logging.getLogger(__name__)
@@ -331,6 +333,29 @@ def _schema_for(annotation: Any, seen: set[Any]) -> dict[str, Any]:
     ):
         return _object_schema(annotation, seen)
     raise ToolDefinitionError(f"no JSON Schema for the annotation {annotation!r}")
+
+
+def schema_for_type(annotation: Any) -> dict[str, Any]:
+    """The JSON Schema of a type annotation, by the same rules as tool parameters.
+
+    Used for typed answers too (a dataclass or ``TypedDict`` becomes an object schema with
+    its fields' descriptions from the class docstring).
+
+    Raises:
+        ToolDefinitionError: ``TOOL_INVALID_DEFINITION`` for an annotation JSON Schema
+            cannot express.
+    """
+    return _schema_for(annotation, set())
+
+
+def value_for_type(value: Any, annotation: Any) -> Any:
+    """JSON data converted to what ``annotation`` names (a dataclass instance, an ``Enum``
+    member, a tuple …), by the same rules as tool arguments.
+
+    Raises:
+        Exception: whatever the target's constructor raises for data it rejects.
+    """
+    return _coerce(value, annotation)
 
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:

@@ -237,6 +237,7 @@ class GeminiProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -272,6 +273,7 @@ class GeminiProvider(BaseProvider):
             json_body=self._body(request),
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         )

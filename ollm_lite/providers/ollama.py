@@ -203,6 +203,7 @@ class LocalProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -242,6 +243,7 @@ class LocalProvider(BaseProvider):
             json_body=body,
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         ) as resp:

@@ -273,6 +273,7 @@ class OpenAICompatibleProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -318,6 +319,7 @@ class OpenAICompatibleProvider(BaseProvider):
             json_body=body,
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         ) as resp:
