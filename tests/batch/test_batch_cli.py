@@ -252,3 +252,32 @@ def test_batch_make_from_text_and_csv(tmp_path: Path) -> None:
     )
     assert wrong.returncode == 2
     assert_one_line_error(wrong.stderr, "CONFIG_INVALID")
+
+
+def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> None:
+    """docs/batch.md's shell snippet, against two loopback servers standing in for gpu-a/b."""
+    import re
+    import shlex
+
+    from cli.cli_support import ROOT
+
+    page = (ROOT / "docs" / "batch.md").read_text()
+    (shell,) = re.findall(r"```sh\n(.*?)```", page, re.S)
+    commands = [shlex.split(c) for c in shell.replace("\\\n", " ").strip().splitlines()]
+    (tmp_path / "tickets.csv").write_text("text\nPrinter on fire\nPassword reset\n")
+    first, second = Held(), Held()
+    first.keep_alive = second.keep_alive = True  # type: ignore[attr-defined]
+    with serve({CHAT: first}) as a, serve({CHAT: second}) as b:
+        for argv in commands:
+            assert argv[0] == "ollm-lite"
+            args = [
+                x.replace("http://gpu-a:8080", a.url).replace("http://gpu-b:8080", b.url)
+                for x in argv[1:]
+            ]
+            args = [str(tmp_path / x) if x.startswith(("tickets.", "labels.")) else x for x in args]
+            result = run(tmp_path, *args)
+            assert result.returncode == 0, result.stderr
+        assert a.requests or b.requests
+    labels = read_output(tmp_path / "labels.jsonl")
+    assert sorted(x["custom_id"] for x in labels) == ["prompt-2", "prompt-3"]
+    assert all(x["error"] is None for x in labels)
