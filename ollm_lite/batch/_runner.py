@@ -174,7 +174,7 @@ def run_file(
         )
 
     logger.info(
-        "batch %s: %d requests, %d already in %s, %d to run, concurrency %d",
+        "batch %s: %d request(s), %d already in %s, %d to run, concurrency %d",
         input_path, len(jobs), skipped, output_path, len(pending), workers,
     )  # fmt: skip
     with out:
