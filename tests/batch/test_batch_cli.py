@@ -281,3 +281,22 @@ def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> No
     labels = read_output(tmp_path / "labels.jsonl")
     assert sorted(x["custom_id"] for x in labels) == ["prompt-2", "prompt-3"]
     assert all(x["error"] is None for x in labels)
+
+
+def test_run_batch_without_a_client_connects_as_the_cli_does(
+    tmp_path: Path, server: tuple[LoopbackServer, Held], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """client=None: the configuration file and environment decide, as for ``ollm-lite``."""
+    from ollm_lite import run_batch
+
+    srv, _ = server
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'provider = "openai-compatible"\nmodel = "m"\n'
+        f'[providers.openai-compatible]\nbase_url = "{srv.url}"\n'
+    )
+    monkeypatch.setenv("OLLM_CONFIG", str(config))
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "b"])
+    summary = run_batch(inp, tmp_path / "out.jsonl")
+    assert (summary.done, summary.failed) == (2, 0)
+    assert len(srv.requests) == 2
