@@ -57,8 +57,8 @@ def run_batch(
         output_path: The JSONL output (``{id, custom_id, response, error}`` lines), created or
             resumed.
         client: A connected client (``ollm_lite.connect(...)``; a fleet with ``hosts=``);
-            ``None`` connects with the configuration, as the CLI does. Its model is used for
-            lines whose body has none.
+            ``None`` connects with the configuration, as the CLI does. Its model (else the
+            server's only chat model) is used for lines whose body has none.
         concurrency: Requests in flight (default: the fleet's capacity, else 4).
         cancel: Setting it interrupts the requests in flight (not written; the next run sends
             them again) and returns the summary so far.
@@ -90,11 +90,13 @@ def run_batch(
                 progress=progress,
                 retry_failed=retry_failed,
             )
+    resolve = getattr(client, "resolved_model", None)
     return run_with_provider(
         client.provider,
         str(input_path),
         str(output_path),
         model=client.model,
+        resolve_model=resolve if callable(resolve) else None,
         concurrency=concurrency,
         cancel=cancel,
         progress=progress,
@@ -113,6 +115,7 @@ def run_with_provider(
     progress: Progress = None,
     retry_failed: bool = False,
     stops: Stops | None = None,
+    resolve_model: Callable[[], str] | None = None,
 ) -> BatchSummary:
     """:func:`run_batch` over a provider object (or fleet) and a default model.
 
@@ -139,6 +142,7 @@ def run_with_provider(
             stops=stops,
             progress=callback,
             retry_failed=retry_failed,
+            resolve_model=resolve_model,
         )
     if printer is not None:
         printer.finish(summary)

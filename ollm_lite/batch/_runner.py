@@ -87,8 +87,15 @@ def sigint_stops(stops: Stops, *, always: bool) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def load_jobs(input_path: str, default_model: str | None) -> list[Job]:
+def load_jobs(
+    input_path: str,
+    default_model: str | None,
+    resolve_model: Callable[[], str] | None = None,
+) -> list[Job]:
     """Read, validate and translate the whole input file.
+
+    ``resolve_model`` is asked (once) for the default model only when a line has none and
+    ``default_model`` is ``None`` (a client that finds its model on the server).
 
     Raises:
         BatchFileError: ``CONFIG_INVALID`` for an unreadable file, bad JSON, missing or
@@ -105,6 +112,9 @@ def load_jobs(input_path: str, default_model: str | None) -> list[Job]:
     items = parse_input(data, str(input_path))
     jobs: list[Job] = []
     problems: list[dict[str, Any]] = []
+    needs_model = any("model" not in item.body for item in items)
+    if default_model is None and resolve_model is not None and needs_model:
+        default_model = resolve_model()
     for item in items:
         try:
             jobs.append(job_for(item, default_model))
@@ -144,10 +154,11 @@ def run_file(
     stops: Stops,
     progress: Callable[[BatchSummary], None] | None,
     retry_failed: bool,
+    resolve_model: Callable[[], str] | None = None,
 ) -> BatchSummary:
     """Run every request of ``input_path`` not yet in ``output_path``; see :func:`run_batch`."""
     started = time.monotonic()
-    jobs = load_jobs(input_path, model)
+    jobs = load_jobs(input_path, model, resolve_model)
     workers = _concurrency(provider, concurrency)
     if _same_file(input_path, output_path):
         raise BatchFileError(

@@ -320,3 +320,26 @@ def test_zero_filled_tail_after_a_crash_is_cut(tmp_path: Path) -> None:
     summary = run_batch(inp, out, client=client_for(again))
     assert summary.skipped == 1 and len(again.prompts) == 1
     assert len(read_output(out)) == 2
+
+
+def test_a_client_without_a_model_asks_the_server_only_when_a_line_needs_one(
+    tmp_path: Path,
+) -> None:
+    class Finder:
+        provider = EchoBackend()
+        model = None
+        asked = 0
+
+        def resolved_model(self) -> str:
+            self.asked += 1
+            return "found"
+
+    with_models = write_prompts(tmp_path / "a.jsonl", ["x"])
+    client = Finder()
+    run_batch(with_models, tmp_path / "a.out", client=client)
+    assert client.asked == 0
+    line = chat_line("b", "y")
+    del line["body"]["model"]
+    run_batch(write_lines(tmp_path / "b.jsonl", [line]), tmp_path / "b.out", client=client)
+    assert client.asked == 1
+    assert read_output(tmp_path / "b.out")[0]["response"]["body"]["model"] == "found"
