@@ -158,6 +158,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
             progress=printer,
             retry_failed=args.retry_failed,
             stops=stops,
+            resolve_model=lambda: _server_model(ctx, provider),
         )
     except BatchFileError as exc:
         ctx.err.write(f"ollm-lite: error [{exc.code}]: {exc.message}\n")
@@ -199,6 +200,13 @@ def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
         if shown.getEffectiveLevel() > logging.INFO:
             shown.setLevel(logging.INFO)
     return handler
+
+
+def _server_model(ctx: Any, provider: ProviderAdapter) -> str:
+    """The model for lines without one, as ``ollm-lite chat`` picks it."""
+    from .cli import _chat_model
+
+    return _chat_model(ctx, provider)
 
 
 def _cmd_make(args: argparse.Namespace, ctx: Any) -> int:

@@ -300,3 +300,22 @@ def test_run_batch_without_a_client_connects_as_the_cli_does(
     summary = run_batch(inp, tmp_path / "out.jsonl")
     assert (summary.done, summary.failed) == (2, 0)
     assert len(srv.requests) == 2
+
+
+def test_lines_without_a_model_use_the_servers_only_model(tmp_path: Path) -> None:
+    from faults.fault_server import status
+
+    route = Held()
+    route.keep_alive = True  # type: ignore[attr-defined]
+    models = status(200, {"object": "list", "data": [{"id": "only-model", "object": "model"}]})
+    with serve({CHAT: route, "/v1/models": models}) as srv:
+        line = chat_line("a", "hi")
+        del line["body"]["model"]
+        inp = write_lines(tmp_path / "in.jsonl", [line])
+        out = tmp_path / "out.jsonl"
+        args = ["--provider", "openai-compatible", "batch", "run", str(inp), "-o", str(out)]
+        result = run(tmp_path, *args, "--host", srv.url)
+        assert result.returncode == 0, result.stderr
+        sent = json.loads(next(r for r in srv.requests if r.path == CHAT).body)
+        assert sent["model"] == "only-model"
+        assert read_output(out)[0]["response"]["body"]["model"] == "only-model"
