@@ -15,7 +15,6 @@ import requests
 import responses
 from openai_support import CHAT as CHAT_PATH, chunk, sse, tool_fragment, tools_chunk, usage_chunk
 from responses import matchers
-from responses.registries import OrderedRegistry
 from transport_support import serve, stream_script
 
 from ollm_lite.errors import ConfigError
@@ -43,14 +42,6 @@ SCHEMA = {"type": "object", "properties": {"sentiment": {"enum": ["pos", "neg"]}
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("VLLM_HOST", "VLLM_API_KEY", "OPENAI_COMPATIBLE_HOST"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def rsps() -> responses.RequestsMock:
-    with responses.RequestsMock(
-        assert_all_requests_are_fired=True, registry=OrderedRegistry
-    ) as mock:
-        yield mock
 
 
 def req(**kw: object) -> ProviderRequest:
