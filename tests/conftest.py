@@ -6,7 +6,14 @@ from collections.abc import Iterator
 
 import pytest
 import responses
+from hypothesis import HealthCheck, settings
 from responses.registries import FirstMatchRegistry, OrderedRegistry
+
+# A property's pass must not depend on how busy the machine is: no per-example deadline (the
+# default is 200 ms) and no "data generation too slow" failure. Tests keep their own
+# max_examples; those that set these two themselves are unaffected.
+settings.register_profile("ollm_lite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ollm_lite")
 
 
 @pytest.fixture

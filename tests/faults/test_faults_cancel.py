@@ -37,8 +37,10 @@ from ollm_lite.errors import Cancelled
 from ollm_lite.transport import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
-LIMIT = 0.5
-"""Seconds from ``cancel.set()`` to the end of the call."""
+LIMIT = 2.0
+"""Seconds from ``cancel.set()`` to the end of the call: generous, so that a busy machine does
+not fail the test, and still far below the 30 s idle limit the cancel has to beat (the
+benchmarks measure the real latency: a few ms)."""
 
 
 def req(cancel: threading.Event, **kw: object) -> ProviderRequest:

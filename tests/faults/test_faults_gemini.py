@@ -451,7 +451,7 @@ def test_cancel(where: str, no_leaks: Callable[..., None]) -> None:
         timer.join()
         p.close()
     assert out.last.type == "finish" and out.last.reason == "cancelled"
-    assert out.elapsed - 0.25 < 0.5
+    assert out.elapsed - 0.25 < 5.0  # generous: the idle limit it must beat is 30 s
     if where == "mid-stream":
         assert "x" in out.text
     no_leaks()
