@@ -89,7 +89,7 @@ class Result:
 
 @dataclass
 class Target:
-    """A goal from issue 8: ``measured`` at most ``limit`` (at least, when ``at_least``)."""
+    """A speed goal: ``measured`` at most ``limit`` (at least, when ``at_least``)."""
 
     name: str
     measured: float

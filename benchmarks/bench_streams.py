@@ -9,7 +9,7 @@ take out the text. Contenders, each timed end to end as the user receives events
 * ``naive floor``: ``requests`` (``iter_content(None)``, one item per HTTP chunk), ``bytes.split``
   on LF, ``json.loads``, take the content: fast, and wrong at chunk boundaries (a CR line end,
   U+2028, an event cut between chunks in the wrong place);
-* ``requests iter_lines``: the same with ``Response.iter_lines()`` (issue 2's floor);
+* ``requests iter_lines``: the same with ``Response.iter_lines()`` (the first floor measured);
 * ``openai-python`` (SSE) and ``ollama-python`` (NDJSON), streaming with their own clients.
 
 Throughput runs are interleaved in one process (one warm-up round, then ``runs`` rounds of
@@ -120,7 +120,7 @@ def naive_ndjson(session: requests.Session, url: str, model: str) -> int:
 
 
 def lines_sse(session: requests.Session, url: str, model: str) -> int:
-    """``Response.iter_lines`` + ``json.loads`` (issue 2's naive floor)."""
+    """``Response.iter_lines`` + ``json.loads`` (a naive floor)."""
     resp = session.post(
         url + "/v1/chat/completions",
         json={"model": model, "messages": _MESSAGES, "stream": True},

@@ -355,7 +355,7 @@ class _Loop:
                 )
                 yield self._finish("token_limit")
                 return
-            if check.warning:  # before every request that is this close (API.md §6)
+            if check.warning:  # before every request that is this close (README: Token limits)
                 yield WarningEvent(
                     "TOKEN_LIMIT_WARNING",
                     f"{check.tokens} of {check.limit} context tokens used "

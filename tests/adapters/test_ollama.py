@@ -144,7 +144,7 @@ def test_bad_constructor_values(kw: dict[str, int]) -> None:
 
 
 def test_class_facts(provider: LocalProvider) -> None:
-    """Name, wire format and provider-level capabilities are as API.md §3 says."""
+    """Name, wire format and provider-level capabilities are as the README's feature matrix says."""
     assert provider.name == "local" and provider.streaming_format == "ndjson"
     caps = provider.capabilities
     assert caps.model_management and caps.embeddings and caps.streaming

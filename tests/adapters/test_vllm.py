@@ -193,7 +193,7 @@ def test_response_format_schema_mapped_by_version(
 def test_extra_body_is_sent_verbatim_and_guided_keys_also_as_structured_outputs(
     rsps: responses.RequestsMock, server: str, structured: bool
 ) -> None:
-    """API.md: extra_body goes into the body as written; a 0.12+ server also gets the
+    """README, vLLM: extra_body goes into the body as written; a 0.12+ server also gets the
     structured_outputs form of its guided_* keys, so the constraint holds."""
     version(rsps, server)
     stream_ok(rsps)

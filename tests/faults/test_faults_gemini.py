@@ -309,8 +309,8 @@ def test_error_object_mid_stream(
 def test_raw_json_error_without_data_prefix(
     body: dict[str, Any], cls: type, no_leaks: Callable[..., None]
 ) -> None:
-    """An error payload mid-stream without ``data:`` (PROTOCOLS.md §6.3): one error carrying
-    Google's message and the mapped code, text kept, never a normal finish."""
+    """An error payload mid-stream without ``data:`` (as the google-genai SDK reads them): one error
+    carrying Google's message and the mapped code, text kept, never a normal finish."""
     raw = json.dumps(body).encode() + b"\r\n\r\n"
     with serve({PATH: chunks([event(text_chunk("par")), raw], content_type=SSE_TYPE)}) as s:
         p = provider(s.url)
