@@ -42,9 +42,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from ._values import value
 from .errors import BadResponse
 
 __all__ = [
@@ -68,7 +68,7 @@ _scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once
 _LOGGED_SKIPS = 3  # DEBUG lines for the first few skipped NDJSON lines only
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class SSEEvent:
     """One dispatched Server-Sent Event."""
 
@@ -185,11 +185,18 @@ class SSEDecoder(_LineBuffer):
         error = self._error  # a local: the checks below must see the attribute change
         if error is not None:
             raise error
-        if self._pieces or self._head is not None or self._cr or 13 in chunk:  # 13: CR
+        pieces = self._pieces
+        events: list[SSEEvent] = []
+        if self._head is not None or self._cr or 13 in chunk:  # 13: CR
             lines = self._slow_lines(chunk)
-        elif len(chunk) > self._max:
-            lines = self._split(chunk)
-        else:  # fast path: nothing pending, LF line ends only
+        elif len(chunk) + self._plen > self._max or (pieces and 10 not in chunk):
+            lines = self._split(chunk)  # a line that may pass the limit, or goes on
+        else:  # fast path: LF line ends only, no line over the limit
+            if pieces:  # this chunk ends the pending line: join it once
+                pieces.append(chunk)
+                chunk = b"".join(pieces)
+                pieces.clear()
+                self._plen = 0
             if (
                 chunk[:6] == b"data: "
                 and chunk.find(b"\n") == len(chunk) - 2
@@ -206,14 +213,22 @@ class SSEDecoder(_LineBuffer):
                 self._event = ""
                 self._retry = None
                 return [ev]
+            if (
+                chunk[:6] == b"data: "
+                and not self._data
+                and not self._event
+                and self._retry is None
+            ):
+                # Many events in one chunk (a server that outruns the reader): cut whole
+                # "data: ...\n\n" blocks at once; what does not fit goes through the loop.
+                chunk = self._blocks(chunk, events)
             lines = chunk.split(b"\n")
             tail = lines.pop()
             if tail:
-                self._pieces.append(tail)
+                pieces.append(tail)
                 self._plen = len(tail)
             if not lines:
-                return []
-        events: list[SSEEvent] = []
+                return events
         data = self._data
         for line in lines:
             if not line:  # blank line: dispatch
@@ -270,6 +285,31 @@ class SSEDecoder(_LineBuffer):
             if not events:
                 raise self._error
         return events
+
+    def _blocks(self, chunk: bytes, events: list[SSEEvent]) -> bytes:
+        """Dispatch the leading one-line ``data: ...`` blocks of ``chunk``; return the rest.
+
+        A block is the text between two blank-line ends (LF LF). It is dispatched here when it
+        is one ``data:`` line and nothing else, exactly what the line loop would make of it.
+        """
+        end = chunk.rfind(b"\n\n")
+        if end < 0:
+            return chunk
+        blocks = chunk[:end].split(b"\n\n")
+        event = "message"
+        last_id = self._id
+        append = events.append
+        for i, block in enumerate(blocks):
+            if block[:6] != b"data: " or 10 in block:  # 10: LF, a block of several lines
+                # The rest, exactly as received, for the line loop (blocks[i:] then the tail).
+                return b"\n\n".join(blocks[i:]) + chunk[end:]
+            ev = _new(SSEEvent)
+            _set_event(ev, event)
+            _set_data(ev, block[6:].decode("utf-8", "replace"))
+            _set_id(ev, last_id)
+            _set_retry(ev, None)
+            append(ev)
+        return chunk[end + 2 :]
 
     def flush(self) -> list[SSEEvent]:
         """End of the body: an unterminated line or undispatched event is discarded (WHATWG).
