@@ -291,21 +291,26 @@ class SSEDecoder(_LineBuffer):
 
         A block is the text between two blank-line ends (LF LF). It is dispatched here when it
         is one ``data:`` line and nothing else, exactly what the line loop would make of it.
+        The blocks are decoded at once (an LF is never part of a multi-byte character, so this
+        is what decoding each value gives); invalid UTF-8 leaves the work to the line loop.
         """
         end = chunk.rfind(b"\n\n")
         if end < 0:
             return chunk
-        blocks = chunk[:end].split(b"\n\n")
+        try:
+            blocks = chunk[:end].decode("utf-8").split("\n\n")
+        except UnicodeDecodeError:
+            return chunk
         event = "message"
         last_id = self._id
         append = events.append
         for i, block in enumerate(blocks):
-            if block[:6] != b"data: " or 10 in block:  # 10: LF, a block of several lines
-                # The rest, exactly as received, for the line loop (blocks[i:] then the tail).
-                return b"\n\n".join(blocks[i:]) + chunk[end:]
+            if block[:6] != "data: " or "\n" in block:  # not one data line: the loop's work
+                # The rest, exactly as received (strict UTF-8 round-trips), then the tail.
+                return "\n\n".join(blocks[i:]).encode() + chunk[end:]
             ev = _new(SSEEvent)
             _set_event(ev, event)
-            _set_data(ev, block[6:].decode("utf-8", "replace"))
+            _set_data(ev, block[6:])
             _set_id(ev, last_id)
             _set_retry(ev, None)
             append(ev)
