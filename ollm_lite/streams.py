@@ -405,20 +405,30 @@ class NDJSONDecoder(_LineBuffer):
         error = self._error  # a local: the check below must see the attribute change
         if error is not None:
             raise error
-        if self._pieces or len(chunk) > self._max:
-            lines = self._split(chunk)
-        else:  # fast path: nothing pending
-            lines = chunk.split(b"\n")
-            tail = lines.pop()
-            if tail:
-                self._pieces.append(tail)
-                self._plen = len(tail)
-            if not lines:
-                return []
-        out = self._parse(lines)
-        if self._error is not None and not out:
-            raise self._error
-        return out
+        pieces = self._pieces
+        if len(chunk) + self._plen > self._max or (pieces and 10 not in chunk):
+            out = self._parse(self._split(chunk))  # a line that may pass the limit, or goes on
+            if self._error is not None and not out:
+                raise self._error
+            return out
+        # Fast path: no line over the limit.
+        if pieces:  # this chunk ends the pending line: join it once
+            pieces.append(chunk)
+            chunk = b"".join(pieces)
+            pieces.clear()
+            self._plen = 0
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            if chunk:
+                pieces.append(chunk)
+                self._plen = len(chunk)
+            return []
+        if end + 1 < len(chunk):
+            pieces.append(chunk[end + 1 :])
+            self._plen = len(chunk) - end - 1
+        if chunk.find(b"\n") == end:  # one line (one object per chunk, as servers send)
+            return self._parse([chunk[:end]])
+        return self._parse_many(chunk[:end])
 
     def flush(self) -> list[dict[str, Any]]:
         """End of the body: parse a last line that had no newline.
@@ -437,6 +447,32 @@ class NDJSONDecoder(_LineBuffer):
         self._pieces.clear()
         self._plen = 0
         return self._parse([line])
+
+    def _parse_many(self, region: bytes) -> list[dict[str, Any]]:
+        """The objects of several whole lines, decoded to text at once (a server that outruns
+        the reader): an LF is never part of a multi-byte character, so each line is what
+        decoding it alone gives. Invalid UTF-8 leaves the work to :meth:`_parse`."""
+        try:
+            text = region.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._parse(region.split(b"\n"))
+        out: list[dict[str, Any]] = []
+        scan = _scan_once
+        for line in text.split("\n"):
+            # As in _parse: "{" then not NUL is what json.loads would read as UTF-8.
+            if line[:1] == "{" and line[1:2] != "\0":
+                try:
+                    obj, end = scan(line, 0)
+                except (ValueError, RecursionError, StopIteration):
+                    pass
+                else:
+                    if end == len(line) or line[end:] == "\r":
+                        out.append(obj)
+                        continue
+            elif not line:
+                continue
+            out.extend(self._parse([line.encode()]))  # strict UTF-8: the same bytes
+        return out
 
     def _parse(self, lines: list[bytes]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
