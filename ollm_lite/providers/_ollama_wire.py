@@ -414,6 +414,13 @@ class ChatStreamState:
 
     def handle(self, chunk: Any) -> list[ProviderEvent]:
         """Events for one decoded NDJSON object (``terminal`` is set on the last one)."""
+        if type(chunk) is dict and "error" not in chunk and chunk.get("done") is False:
+            # The usual line: a message of role and content only, the stream going on.
+            msg = chunk.get("message")
+            if type(msg) is dict and len(msg) == 2 and "role" in msg:
+                content = msg.get("content")
+                if type(content) is str:
+                    return [TextEvent(content)] if content else []
         if not isinstance(chunk, dict):
             self.terminal = self._error(
                 f"Ollama sent a stream line that is not a JSON object ({type(chunk).__name__})"
