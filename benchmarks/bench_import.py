@@ -26,8 +26,11 @@ from ._server import ServerProcess
 
 SECTION = "import"
 SCRIPT = "ollm_lite as a tool-using script imports it"
-SCRIPT_OVER_REQUESTS_MS = 25.0
-"""Most that ``from ollm_lite import LocalProvider, ChatClient`` may cost over ``requests``."""
+SCRIPT_OVER_REQUESTS = 25.0 / 81.0
+"""Most that ``from ollm_lite import LocalProvider, ChatClient`` may cost over ``import
+requests``, as a share of ``import requests``: 25 ms over requests' 81 ms on the reference
+machine (2-core AMD EPYC, Python 3.11). A share, so that a busy machine, which slows both
+imports alike, does not turn the figure into a miss."""
 
 #: Label → statements timed in a fresh interpreter.
 STATEMENTS: dict[str, str] = {
@@ -102,11 +105,12 @@ def run(settings: Settings, server: ServerProcess | None = None) -> Report:
         f"{ms['ollm_lite']:.1f} vs {base:.1f} ms",
     )
     if SCRIPT in ms:
+        own = ms[SCRIPT] - base
         report.target(
-            "from ollm_lite import LocalProvider, ChatClient - import requests",
-            ms[SCRIPT] - base,
-            SCRIPT_OVER_REQUESTS_MS,
-            "ms",
-            f"{ms[SCRIPT]:.1f} vs {base:.1f} ms",
+            "from ollm_lite import LocalProvider, ChatClient: its cost over requests ÷ requests",
+            own / base,
+            SCRIPT_OVER_REQUESTS,
+            "x",
+            f"{own:.1f} ms over {base:.1f} ms ({ms[SCRIPT]:.1f} ms in all)",
         )
     return report

@@ -108,7 +108,7 @@ def test_import_section_runs() -> None:
     _check(report, "import")
     names = {r.name for r in report.results}
     assert {"import requests", "import ollm_lite", f"import {bench_import.SCRIPT}"} <= names
-    assert any(t.unit == "ms" and "ChatClient" in t.name for t in report.targets)
+    assert any("ChatClient" in t.name for t in report.targets)
 
 
 def test_parsers_section_runs() -> None:
