@@ -19,9 +19,9 @@ import logging
 import math
 import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import ClassVar
 
+from ._values import value
 from .errors import ConfigError
 from .providers.base import ProviderAdapter, approx_token_count
 from .types import ProviderRequest
@@ -43,7 +43,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TokenCheck:
     """A request's size against its model's context window."""
 
