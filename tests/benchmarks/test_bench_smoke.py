@@ -68,13 +68,14 @@ def test_streams_section_runs_every_contender(server: ServerProcess) -> None:
         assert f"{label}: ollm_lite" in names
         assert f"{label}: naive floor" in names
         assert f"{label}: naive str.split" in names
+        assert f"{label}: ollm_lite, client CPU" in names
     assert any(n.startswith("tool call in") for n in names)
     assert "time to first event, SSE: ollm_lite" in names
     assert {t.name for t in report.targets} >= {
-        "SSE per-event: ollm_lite / fastest naive loop",
-        "SSE bulk: ollm_lite / fastest naive loop",
-        "NDJSON per-event: ollm_lite / fastest naive loop",
-        "NDJSON bulk: ollm_lite / fastest naive loop",
+        "SSE per-event: ollm_lite / fastest naive loop (client CPU)",
+        "SSE bulk: ollm_lite / fastest naive loop (client CPU)",
+        "NDJSON per-event: ollm_lite / fastest naive loop (client CPU)",
+        "NDJSON bulk: ollm_lite / fastest naive loop (client CPU)",
         "SSE time to first event: ollm_lite - plain requests",
     }
 
