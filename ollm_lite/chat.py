@@ -8,7 +8,7 @@ loop ends at the first stop point:
 * ``complete`` — the model answered without tool calls;
 * ``max_turns`` — ``max_turns`` model turns were used;
 * ``loop_detected`` — the same failing call (tool name + canonical JSON of its arguments)
-  failed three times;
+  failed in three turns (identical calls within one turn count once);
 * ``token_limit`` — the next request would not fit the model's context window (nothing sent);
 * ``cancelled`` — the ``cancel`` event was set (the HTTP read in progress is interrupted,
   queued tool calls are not started, running ones receive the event);
@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -37,8 +38,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ._cancel_scope import cancel_scope
-from .errors import ConfigError, OllmError, ProviderNotFound
+from ._call_settings import CallSettings
+from ._cancel_scope import LinkedEvent, cancel_scope
+from ._history_format import json_kind, message_from_dict, message_to_dict, optional_str
+from ._safe_text import exception_text, type_name
+from .errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
 from .providers.base import ProviderAdapter
 from .react import STOP_SEQUENCES, ReActToolHandler
 from .registry import ProviderRegistry
@@ -78,7 +82,7 @@ logger = logging.getLogger(__name__)
 ToolMode = Literal["auto", "native", "react"]
 _TOOL_MODES: tuple[ToolMode, ...] = ("auto", "native", "react")
 
-#: The same failing call this many times ends the chat with ``loop_detected``.
+#: The same failing call in this many turns ends the chat with ``loop_detected``.
 LOOP_LIMIT = 3
 _POLL_S = 0.02  # how often a wait for tool results looks at the cancel event
 
@@ -163,6 +167,7 @@ class ChatClient:
         self.options = options or GenerationOptions()
         self._counters: dict[int, TokenCounter] = {}
         self._lock = threading.Lock()
+        _build_default_provider(registry)
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, providers={self.registry.list()!r})"
@@ -182,6 +187,10 @@ class ChatClient:
         images: Iterable[ImagePart] = (),
     ) -> Iterator[ChatEvent]:
         """Answer one prompt, running tools until the model is done (no history kept).
+
+        Setting ``cancel`` stops the chat; the library only reads it. Leaving the loop early
+        (``break``, ``close()``) stops this chat's own work without setting ``cancel``, so other
+        chats sharing the event go on.
 
         Yields:
             Chat events; the last is always a ``ChatFinishEvent``.
@@ -222,6 +231,7 @@ class ChatClient:
         cancel: threading.Event | None,
         tool_mode: ToolMode,
         turns: list[Turn] | None = None,
+        settings: CallSettings | None = None,
     ) -> Iterator[ChatEvent]:
         loop = _Loop(
             client=self,
@@ -235,6 +245,7 @@ class ChatClient:
             cancel=cancel,
             tool_mode=tool_mode,
             turns=turns if turns is not None else [],
+            settings=settings or CallSettings(),
         )
         return loop.run(prompt, images)
 
@@ -264,6 +275,7 @@ class _Loop:
         cancel: threading.Event | None,
         tool_mode: ToolMode,
         turns: list[Turn],
+        settings: CallSettings,
     ) -> None:
         self.client = client
         self.history = history
@@ -274,10 +286,12 @@ class _Loop:
         self.tools: ToolRegistry | None = None
         self.options = options
         self.max_turns = max_turns
-        # Our own event when the caller gave none: closing the generator still stops tools.
-        self.cancel = cancel if cancel is not None else threading.Event()
+        # Our own event, set when the caller's is: leaving the loop early sets only ours.
+        self.cancel = LinkedEvent(cancel)
         self.tool_mode = tool_mode
         self.turns = turns
+        self.settings = settings
+        self.external = {t.name for t in settings.external_tools}
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
 
@@ -291,14 +305,14 @@ class _Loop:
             info = (
                 exc.to_info()
                 if isinstance(exc, OllmError)
-                else ErrorInfo(f"{type(exc).__name__}: {exc}", "LLM_BAD_RESPONSE")
+                else ErrorInfo(exception_text(exc), "LLM_BAD_RESPONSE")
             )
             closed_early = False
-            yield ErrorEvent(info)
+            yield ErrorEvent(info, exception=exc)
             yield ChatFinishEvent("error", self.usage)
         finally:
             if closed_early:  # the caller stopped iterating: stop whatever still runs
-                self.cancel.set()
+                self.cancel.set()  # our own event only, never the caller's
 
     def _finish(self, reason: ChatFinishReason) -> ChatFinishEvent:
         return ChatFinishEvent(reason, self.usage)
@@ -317,11 +331,13 @@ class _Loop:
             adapter = self._adapter()
             model = self._model()
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             yield self._finish("error")
             return
         self.history.append(user)
         schemas = self.tools.schemas() if self.tools is not None and len(self.tools) else []
+        handled = {s.name for s in schemas}
+        schemas += [s for s in self.settings.external_tools if s.name not in handled]
         react = None
         if schemas:
             with cancel_scope(cancel):  # may ask the server (Ollama: /api/show)
@@ -337,8 +353,14 @@ class _Loop:
             if number >= self.max_turns:
                 yield self._finish("max_turns")
                 return
+            remaining = self.settings.remaining()
+            if remaining is not None and remaining <= 0:
+                late = self._deadline_error(model)
+                yield ErrorEvent(late.to_info(), exception=late)
+                yield self._finish("error")
+                return
             number += 1
-            request = self._request(model, schemas, react)
+            request = self._request(model, schemas, react, number)
             with cancel_scope(cancel):  # the window and a tokenizer may be asked over HTTP
                 check = self.client._counter(adapter).check(request)
             if cancel.is_set():  # those calls fall back quietly when cancelled
@@ -416,6 +438,9 @@ class _Loop:
                     return
                 turn.tool_calls = _unique_ids(turn.tool_calls, number)
                 self.history.append(_assistant(turn.text, turn.tool_calls))
+            if any(self._is_external(c.name) for c in turn.tool_calls):
+                yield from self._stop_for_caller(turn, react)
+                return
             results = yield from self._run_tools(turn.tool_calls)
             turn.results = results
             for call, result in zip(turn.tool_calls, results, strict=True):
@@ -466,25 +491,71 @@ class _Loop:
             known = getattr(capabilities, "tool_calling", None)
         return known is not False  # unknown: try native, most servers accept tools
 
+    def _is_external(self, name: str) -> bool:
+        return name in self.external and (self.tools is None or name not in self.tools)
+
+    def _stop_for_caller(self, turn: Turn, react: ReActToolHandler | None) -> Iterator[ChatEvent]:
+        """A call to a tool without a handler: run the handled calls, then stop the chat.
+
+        Every call is announced; the handled ones run and their results join the history, the
+        others are left for the caller (``finish == "tool_calls"``).
+        """
+        ours = [c for c in turn.tool_calls if not self._is_external(c.name)]
+        results = yield from self._run_tools(ours, announce=turn.tool_calls)
+        for call, result in zip(ours, results, strict=True):
+            if react is not None:
+                self.history.append(Message.user(react.format_observation(result)))
+            else:
+                self.history.append(Message.tool(result, call))
+        if self.cancel.is_set():
+            yield self._finish("cancelled")
+            return
+        yield TurnCompleteEvent(turn.number)
+        yield self._finish("tool_calls")
+
+    def _deadline_error(self, model: str | None) -> RequestTimeout:
+        limit = self.settings.timeout
+        return RequestTimeout(
+            f"the call did not finish within its {limit:g} s timeout"
+            if limit is not None
+            else "the call passed its deadline",
+            model=model,
+            details={"timeout": limit},
+        )
+
     def _request(
-        self, model: str, schemas: list[ToolSchema], react: ReActToolHandler | None
+        self,
+        model: str,
+        schemas: list[ToolSchema],
+        react: ReActToolHandler | None,
+        number: int,
     ) -> ProviderRequest:
         system = self.system_prompt
         options = self.options
+        settings = self.settings
         tools: list[ToolSchema] | None = schemas or None
+        tool_choice = settings.tool_choice_for(number) if tools else "auto"
         if react is not None:
             system = f"{system}\n\n{react.instructions()}" if system else react.instructions()
             stops = list(options.stop or [])
             stops += [s for s in STOP_SEQUENCES if s not in stops]
             options = replace(options, stop=stops)
             tools = None
+            tool_choice = "auto"
+        remaining = settings.remaining()
         return ProviderRequest(
             model,
             list(self.history),
             system_prompt=system,
             tools=tools,
+            tool_choice=tool_choice,
             options=options,
+            response_format=settings.response_format,
             cancel=self.cancel,
+            timeout=None if remaining is None else max(remaining, 0.001),
+            think=settings.think,
+            keep_alive=settings.keep_alive,
+            headers=dict(settings.headers),
         )
 
     def _stream(
@@ -560,13 +631,21 @@ class _Loop:
             {**self.usage.extra, **usage.extra},
         )
 
-    def _run_tools(self, calls: list[ToolCall]) -> Generator[ChatEvent, None, list[ToolResult]]:
-        """Run ``calls`` in parallel; yield start/result events; return results in call order."""
+    def _run_tools(
+        self, calls: list[ToolCall], announce: list[ToolCall] | None = None
+    ) -> Generator[ChatEvent, None, list[ToolResult]]:
+        """Run ``calls`` in parallel; yield start/result events; return results in call order.
+
+        ``announce``: the calls to yield start events for (default ``calls``), in order.
+        """
         registry = self.tools or ToolRegistry()
         timeout = self.client.tool_timeout or registry.timeout
+        remaining = self.settings.remaining()
+        if remaining is not None:  # the call's deadline bounds its tools too
+            timeout = max(0.001, remaining if timeout is None else min(timeout, remaining))
         # Started before the start events go out: a slow consumer does not hold the tools back.
         batch = _ToolBatch(registry, calls, self.cancel, self.client.max_parallel_tools, timeout)
-        for call in calls:
+        for call in calls if announce is None else announce:
             yield ToolCallStartEvent(call)
         results: list[ToolResult] = []
         for call, result in zip(calls, batch.results_in_order(), strict=True):
@@ -575,21 +654,29 @@ class _Loop:
         return results
 
     def _looping(self, turn: Turn) -> bool:
-        for call, result in zip(turn.tool_calls, turn.results, strict=True):
-            if result.ok:
-                continue
-            key = (call.name, _canonical(call.args, call.arguments))
+        """Count this turn's failing calls, each distinct call once: a repeat is a loop only
+        across turns (three identical calls made in parallel are one attempt the model has
+        not yet seen the answer to)."""
+        failed = {
+            (call.name, _canonical(call.args, call.arguments))
+            for call, result in zip(turn.tool_calls, turn.results, strict=True)
+            if not result.ok
+        }
+        for key in failed:
             self.failures[key] += 1
-            if self.failures[key] >= LOOP_LIMIT:
-                return True
-        return False
+        return any(self.failures[key] >= LOOP_LIMIT for key in failed)
 
 
 # --------------------------------------------------------------------------- tool execution
 
 
 class _ToolBatch:
-    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn."""
+    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn.
+
+    Each call gets a cancel event of its own, set when the chat is cancelled and when that
+    call runs past the timeout: a tool that takes ``cancel`` (an MCP server's tool among
+    them) learns that its result is no longer wanted and can stop its work.
+    """
 
     def __init__(
         self,
@@ -606,13 +693,29 @@ class _ToolBatch:
         self._results: list[ToolResult | None] = [None] * len(calls)
         self._started: list[float | None] = [None] * len(calls)
         self._done = [threading.Event() for _ in calls]
+        self._call_cancel = [threading.Event() for _ in calls]
         self._next = 0
         self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
         for _ in range(min(width, len(calls))):
             self._start_worker()
+        if calls:
+            threading.Thread(
+                target=self._relay_cancel, name="ollm-tool-cancel", daemon=True
+            ).start()
+
+    def _relay_cancel(self) -> None:
+        """Set every call's event once the chat's is set, even when nobody reads the results."""
+        while not all(done.is_set() for done in self._done):
+            if self._cancel.wait(_POLL_S):
+                for event in self._call_cancel:
+                    event.set()
+                return
 
     def _start_worker(self) -> None:
-        threading.Thread(target=self._work, name="ollm-tool", daemon=True).start()
+        worker = threading.Thread(target=self._work, name="ollm-tool", daemon=True)
+        self._workers.append(worker)
+        worker.start()
 
     def _work(self) -> None:
         while True:
@@ -623,18 +726,27 @@ class _ToolBatch:
                 self._next += 1
                 self._started[index] = time.monotonic()
             call = self._calls[index]
+            result: ToolResult | None = None
             try:
-                result = self._registry.execute(call, self._cancel)
+                answer: object = self._registry.execute(call, self._call_cancel[index])
+                # A registry subclass may break its contract: check rather than trust.
+                result = (
+                    answer
+                    if isinstance(answer, ToolResult)
+                    else _failure(
+                        "TOOL_RESULT_INVALID",
+                        f"tool {call.name!r} gave a {type_name(answer)}, not a ToolResult",
+                    )
+                )
             except BaseException as exc:  # even KeyboardInterrupt: this thread must answer
                 result = _failure(
                     "TOOL_EXECUTION_FAILED",
-                    f"tool {call.name!r} raised {type(exc).__name__}: {exc}",
-                    {"exception": type(exc).__name__},
+                    f"tool {call.name!r} raised {exception_text(exc)}",
+                    {"exception": type_name(exc)},
                 )
-            with self._lock:
-                if self._results[index] is None:
-                    self._results[index] = result
-            self._done[index].set()
+            finally:  # whatever happened above, the call gets an answer and its waiter wakes
+                self._settle(index, result or _stopped(call))
+                self._done[index].set()
 
     def results_in_order(self) -> Iterator[ToolResult]:
         for index, call in enumerate(self._calls):
@@ -644,7 +756,16 @@ class _ToolBatch:
         done = self._done[index]
         while not done.wait(_POLL_S):
             if self._cancel.is_set():
+                for event in self._call_cancel:
+                    event.set()
                 return self._settle(index, _failure("CANCELLED", f"tool {call.name!r} cancelled"))
+            if not any(worker.is_alive() for worker in self._workers) and not done.is_set():
+                with self._lock:  # every worker is gone: run what is queued, answer the rest
+                    queued = self._next <= index
+                if not queued:
+                    return self._settle(index, _stopped(call))
+                self._start_worker()
+                continue
             started = self._started[index]
             if (
                 self._timeout is not None
@@ -659,6 +780,7 @@ class _ToolBatch:
                         {"timeout": self._timeout},
                     ),
                 )
+                self._call_cancel[index].set()
                 with self._lock:
                     queued = self._next < len(self._calls)
                 if queued:  # its thread is still stuck in the tool: the queue needs another
@@ -679,6 +801,10 @@ class _ToolBatch:
 
 def _failure(code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(ok=False, error=ErrorInfo(message, code, details))
+
+
+def _stopped(call: ToolCall) -> ToolResult:
+    return _failure("TOOL_EXECUTION_FAILED", f"tool {call.name!r} stopped without a result")
 
 
 def _unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:
@@ -734,6 +860,18 @@ def _user_message(prompt: str | Message, images: Iterable[ImagePart]) -> Message
     if not message.parts:
         raise ConfigError("the prompt is empty: give some text or an image")
     return message
+
+
+def _build_default_provider(registry: ProviderRegistry) -> None:
+    """Build the registry's default provider now, with the HTTP library it imports.
+
+    A lazily registered provider would otherwise be built, and ``requests`` imported, inside
+    the first chat, before that chat can look at its cancel event: on a busy machine that
+    import alone takes seconds. A provider that cannot be built is left to the chat, which
+    reports why as an ``ErrorEvent`` (the same error, at the same place as before).
+    """
+    with contextlib.suppress(OllmError):
+        registry.get()
 
 
 def _tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:
@@ -883,15 +1021,25 @@ class Conversation:
         """Read a conversation written by :meth:`save`.
 
         Raises:
-            ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved
-                conversation.
+            ConfigError: ``CONFIG_INVALID`` when the file is unreadable, is not JSON, or any
+                part of it is not what :meth:`save` writes (nothing else escapes).
         """
         try:
             data = json.loads(Path(path).read_text("utf-8"))
-            messages = [message_from_dict(m) for m in data["messages"]]
-            system_prompt = data.get("system_prompt")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"cannot load a conversation from {path}: {exc}") from exc
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, found {json_kind(data)}")
+            if data.get("version", 1) != 1:
+                raise ValueError(f"unsupported version {data.get('version')!r} (expected 1)")
+            raw_messages = data.get("messages")
+            if not isinstance(raw_messages, list):
+                raise ValueError(f"'messages' must be a list, found {json_kind(raw_messages)}")
+            messages = [message_from_dict(m) for m in raw_messages]
+            system_prompt = optional_str(data, "system_prompt")
+        except (OSError, ValueError, TypeError, RecursionError) as exc:
+            raise ConfigError(
+                f"cannot load a conversation from {path}: {exception_text(exc)}",
+                details={"path": str(path)},
+            ) from exc
         return cls(client, system_prompt=system_prompt, history=messages)
 
 
@@ -900,53 +1048,3 @@ _STOP_ERRORS = {
     "loop_detected": ("the same failing tool call was repeated", "LOOP_DETECTED"),
     "token_limit": ("the conversation no longer fits the context window", "TOKEN_LIMIT_EXCEEDED"),
 }
-
-
-def message_to_dict(message: Message) -> dict[str, Any]:
-    """A message as JSON-ready data (the history file format)."""
-    parts: list[dict[str, Any]] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            parts.append({"type": "text", "text": part.text})
-        else:
-            parts.append({"type": "image", "data": part.data, "mime_type": part.mime_type})
-    out: dict[str, Any] = {"role": message.role, "parts": parts}
-    if message.name is not None:
-        out["name"] = message.name
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ]
-    return out
-
-
-def message_from_dict(data: Mapping[str, Any]) -> Message:
-    """The inverse of :func:`message_to_dict`.
-
-    Raises:
-        ValueError: for an unknown role or part type.
-    """
-    role = data["role"]
-    if role not in ("system", "user", "assistant", "tool"):
-        raise ValueError(f"unknown role {role!r}")
-    parts: list[TextPart | ImagePart] = []
-    for part in data.get("parts", []):
-        if part.get("type") == "text":
-            parts.append(TextPart(part["text"]))
-        elif part.get("type") == "image":
-            parts.append(ImagePart(part["data"], part["mime_type"]))
-        else:
-            raise ValueError(f"unknown part type {part.get('type')!r}")
-    calls = [
-        ToolCall.from_arguments(c["id"], c["name"], c.get("arguments", ""))
-        for c in data.get("tool_calls", [])
-    ]
-    return Message(
-        role,
-        parts,
-        name=data.get("name"),
-        tool_call_id=data.get("tool_call_id"),
-        tool_calls=calls,
-    )

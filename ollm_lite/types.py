@@ -22,6 +22,7 @@ from dataclasses import field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from ._safe_text import safe_str
 from ._values import value
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "ToolCallEvent",
     "ToolCallResultEvent",
     "ToolCallStartEvent",
+    "Think",
     "ToolChoice",
     "ToolResult",
     "ToolSchema",
@@ -68,9 +70,10 @@ FinishReason: TypeAlias = Literal[
     "stop", "length", "tool", "cancelled", "content_filter", "refusal"
 ]
 ChatFinishReason: TypeAlias = Literal[
-    "complete", "max_turns", "cancelled", "loop_detected", "token_limit", "error"
+    "complete", "max_turns", "cancelled", "loop_detected", "token_limit", "error", "tool_calls"
 ]
-ToolChoice: TypeAlias = Literal["auto", "none"] | dict[str, str]
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | dict[str, str]
+Think: TypeAlias = bool | str
 
 
 # --------------------------------------------------------------------------- message parts
@@ -218,18 +221,22 @@ class ToolResult:
     def to_json(self) -> str:
         """``{"ok": true, "data": ...}`` or ``{"ok": false, "error": {...}}`` as JSON text.
 
-        Never raises: data that JSON cannot encode is written as its ``str()``.
+        Never raises: data that JSON cannot encode is written as its ``str()`` (its type name
+        when even that fails).
         """
-        if self.ok:
-            payload: dict[str, Any] = {"ok": True, "data": self.data}
-        else:
-            err = self.error or ErrorInfo("tool failed", "TOOL_ERROR")
-            payload = {"ok": False, "error": err.to_dict()}
+        err = self.error if isinstance(self.error, ErrorInfo) else None
+        err = err or ErrorInfo("tool failed", "TOOL_ERROR")
+        payload: dict[str, Any] = (
+            {"ok": True, "data": self.data} if self.ok else {"ok": False, "error": err.to_dict()}
+        )
         try:
-            return json.dumps(payload, ensure_ascii=False, default=str)
-        except (ValueError, TypeError, RecursionError):
-            payload["data"] = str(self.data)
-            return json.dumps(payload, ensure_ascii=False, default=str)
+            return json.dumps(payload, ensure_ascii=False, default=safe_str)
+        except Exception:  # circular, too deep, NaN, non-str keys, a hook that raises ...
+            if self.ok:
+                payload["data"] = safe_str(self.data)
+            else:
+                payload["error"] = {"code": safe_str(err.code), "message": safe_str(err.message)}
+            return json.dumps(payload, ensure_ascii=False, default=safe_str)
 
 
 # --------------------------------------------------------------------------- requests
@@ -261,13 +268,21 @@ class ProviderRequest:
     system_prompt: str | None = None
     tools: list[ToolSchema] | None = None
     tool_choice: ToolChoice = "auto"
-    """``"auto"``, ``"none"`` or ``{"name": tool_name}`` to force one tool."""
+    """``"auto"``, ``"none"``, ``"required"`` (some tool) or ``{"name": tool_name}`` (that one)."""
     options: GenerationOptions = field(default_factory=GenerationOptions)
     response_format: Literal["json"] | dict[str, Any] | None = None
     """``"json"`` for any JSON object, a dict for a JSON Schema (structured output)."""
     cancel: threading.Event | None = None
     timeout: float | None = None
     """Total deadline for this request in seconds (``None``: the provider's default)."""
+    think: Think | None = None
+    """Reasoning switch: ``True``/``False``, or an effort level (``"low"``, ``"medium"``,
+    ``"high"``); ``None`` leaves the server's default. Each wire sends it its own way."""
+    keep_alive: str | float | None = None
+    """How long the server keeps the model loaded after this request (Ollama ``"5m"`` or
+    seconds); servers that do not unload models ignore it."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra HTTP headers for this request only."""
 
 
 # --------------------------------------------------------------------------- results
@@ -425,6 +440,9 @@ class ErrorEvent:
     """The end of a stream by failure; text yielded before it stays valid."""
 
     error: ErrorInfo
+    exception: BaseException | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """The exception behind the failure when there was one (for tracebacks, ``--debug``);
+    not part of the event's value: equality, ``repr`` and ``error`` ignore it."""
     type: ClassVar[Literal["error"]] = "error"
 
 

@@ -223,7 +223,7 @@ class GeminiProvider(BaseProvider):
             self._require_key()
             body = self._body(request)
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         path = f"{_model_path(request.model)}:streamGenerateContent"
         state = self._state(path, request.model)
@@ -237,6 +237,7 @@ class GeminiProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -250,7 +251,7 @@ class GeminiProvider(BaseProvider):
             yield FinishEvent("cancelled")
             return
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         finally:
             self._remember(state)
@@ -272,6 +273,7 @@ class GeminiProvider(BaseProvider):
             json_body=self._body(request),
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         )

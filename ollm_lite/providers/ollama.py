@@ -180,7 +180,7 @@ class LocalProvider(BaseProvider):
         try:
             body = self._chat_body(request, stream=True)
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         logger.debug(
             "local chat_stream model=%s messages=%d tools=%d",
@@ -203,6 +203,7 @@ class LocalProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -217,7 +218,7 @@ class LocalProvider(BaseProvider):
             yield FinishEvent("cancelled")
             return
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         yield self._transport.redact.event(state.end(decoder.skipped))
 
@@ -242,6 +243,7 @@ class LocalProvider(BaseProvider):
             json_body=body,
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         ) as resp:

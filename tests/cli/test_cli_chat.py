@@ -83,6 +83,43 @@ def test_output_arrives_while_the_server_is_still_streaming(tmp_path: Path) -> N
     assert (first + rest).decode() == ANSWER + "\n"
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_started_with_sigint_ignored_the_chat_keeps_ignoring_it(tmp_path: Path) -> None:
+    """``nohup``/a background job starts the CLI with SIGINT ignored: a Ctrl-C meant for the
+    terminal's foreground job must not stop it; the answer completes, exit 0."""
+    chunks = text_transcript()
+    gate = threading.Event()
+
+    def handler(client: socket.socket, req: Seen) -> None:
+        client.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        client.sendall(b"%x\r\n%s\r\n" % (len(chunks[0]), chunks[0]))
+        gate.wait(10)
+        for data in chunks[1:]:
+            client.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+        client.sendall(b"0\r\n\r\n")
+
+    with serve({("POST", "/api/chat"): handler}) as server:
+        proc = popen(
+            tmp_path, "--host", server.url, "--model", "m", "chat", "hi", preexec_fn=_ignore_sigint
+        )
+        try:
+            assert proc.stdout is not None
+            first = _read_until(proc.stdout, b"The", timeout=15)
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)  # room for a (wrong) reaction before the rest arrives
+        finally:
+            gate.set()
+        rest, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert (first + rest).decode() == ANSWER + "\n"
+
+
 def _read_until(pipe: object, marker: bytes, timeout: float) -> bytes:
     fd = pipe.fileno()  # type: ignore[attr-defined]
     data = b""
@@ -182,6 +219,30 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "Traceback" in out.stderr
     assert "ollm-lite: error [CONNECTION_FAILED]" in out.stderr
+
+
+def test_chat_debug_shows_the_traceback_of_a_failed_chat(tmp_path: Path) -> None:
+    """``chat --debug``: the exception behind the error event is printed as a traceback,
+    then the one-line error; without ``--debug`` only the line."""
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--debug", "--host", url, "--model", "m", "chat", "hi")
+    assert out.returncode == 1
+    assert "Traceback (most recent call last)" in out.stderr
+    assert "ConnectionFailed" in out.stderr
+    assert out.stderr.rstrip().splitlines()[-1].startswith("ollm-lite: error [CONNECTION_FAILED]")
+    plain = run(tmp_path, "--host", url, "--model", "m", "chat", "hi")
+    assert_one_line_error(plain.stderr, "CONNECTION_FAILED")
+
+
+def test_chat_json_output_leaves_the_exception_out(tmp_path: Path) -> None:
+    """``--json`` events carry the error as data; the exception object is not serialised."""
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--host", url, "--model", "m", "chat", "--json", "hi")
+    assert out.returncode == 1
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    error = next(e for e in events if e["type"] == "error")
+    assert set(error) == {"type", "error"}
+    assert error["error"]["code"] == "CONNECTION_FAILED"
 
 
 def test_error_mid_stream_keeps_the_partial_answer(tmp_path: Path) -> None:
@@ -303,12 +364,50 @@ def test_sigint_during_silent_stream_exits_130_with_partial_answer(tmp_path: Pat
     assert b"cancelled" in err
 
 
-def test_empty_answer_is_noted_on_stderr(tmp_path: Path) -> None:
-    with serve({("POST", "/api/chat"): stream(text_transcript(words=[]))}) as server:
-        out = run(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
+@pytest.mark.parametrize("mode", [(), ("--json",), ("--no-stream",), ("--no-stream", "--json")])
+def test_empty_answer_is_an_error_in_every_mode(tmp_path: Path, mode: tuple[str, ...]) -> None:
+    """Nothing (or only blanks) answered: exit 1 with one error line, whatever the output mode."""
+    words = [" ", "\n"]
+    with serve({("POST", "/api/chat"): stream(text_transcript(words=words))}) as server:
+        out = run(tmp_path, "--host", server.url, "--model", "m", "chat", "hi", *mode)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr == (
+        "ollm-lite: error [LLM_BAD_RESPONSE]: the model returned an empty answer\n"
+    )
+    if "--json" in mode:
+        assert all(json.loads(line) for line in out.stdout.splitlines())
+    else:
+        assert not out.stdout.strip()
+
+
+def test_max_tokens_has_a_default(tmp_path: Path, ollama: OllamaServer) -> None:
+    """Without --max-tokens a runaway answer stops at the default, not the server's limit."""
+    out = run(tmp_path, "--host", ollama.url, "--model", "m", "chat", "hi")
     assert out.returncode == 0, out.stderr
-    assert out.stdout == ""
-    assert out.stderr == "ollm-lite: the model returned an empty answer\n"
+    assert chat_bodies(ollama)[0]["options"] == {"num_predict": 1024}
+    help_text = run(tmp_path, "chat", "--help").stdout
+    assert "default 1024" in help_text
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (("chat", "--bogus"), "usage: ollm-lite chat "),
+        (("chat", "hi", "there"), "usage: ollm-lite chat "),
+        (("health", "--bogus"), "usage: ollm-lite health "),
+        (("models", "list", "--bogus"), "usage: ollm-lite models list "),
+        (("config", "show", "--bogus"), "usage: ollm-lite config show "),
+    ],
+)
+def test_unknown_arguments_print_the_commands_usage(
+    tmp_path: Path, args: tuple[str, ...], usage: str
+) -> None:
+    out = run(tmp_path, *args)
+    assert out.returncode == 2
+    assert out.stderr.startswith(usage), out.stderr
+    assert f"{' '.join(usage.split()[1:])}: error: unrecognized arguments: {args[-1]}" in (
+        out.stderr
+    )
 
 
 def test_closed_stdout_pipe_ends_quietly(tmp_path: Path) -> None:
