@@ -186,6 +186,27 @@ class SSEDecoder(_LineBuffer):
         if error is not None:
             raise error
         pieces = self._pieces
+        if (
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1] == 10
+            and not pieces
+            and not self._data
+            and self._head is None
+            and not self._cr
+            and 13 not in chunk  # 13: CR
+            and len(chunk) <= self._max
+        ):
+            # Exactly one "data: ...\n\n" event, as servers send each token: the loop below
+            # would dispatch the same event, at about twice the cost.
+            ev = _new(SSEEvent)
+            _set_event(ev, self._event or "message")
+            _set_data(ev, chunk[6:-2].decode("utf-8", "replace"))
+            _set_id(ev, self._id)
+            _set_retry(ev, self._retry)
+            self._event = ""
+            self._retry = None
+            return [ev]
         events: list[SSEEvent] = []
         if self._head is not None or self._cr or 13 in chunk:  # 13: CR
             lines = self._slow_lines(chunk)
@@ -197,22 +218,6 @@ class SSEDecoder(_LineBuffer):
                 chunk = b"".join(pieces)
                 pieces.clear()
                 self._plen = 0
-            if (
-                chunk[:6] == b"data: "
-                and chunk.find(b"\n") == len(chunk) - 2
-                and chunk[-1] == 10
-                and not self._data
-            ):
-                # Exactly one "data: ...\n\n" event, as servers send each token: the loop
-                # below would dispatch the same event, at about twice the cost.
-                ev = _new(SSEEvent)
-                _set_event(ev, self._event or "message")
-                _set_data(ev, chunk[6:-2].decode("utf-8", "replace"))
-                _set_id(ev, self._id)
-                _set_retry(ev, self._retry)
-                self._event = ""
-                self._retry = None
-                return [ev]
             if (
                 chunk[:6] == b"data: "
                 and not self._data
