@@ -102,7 +102,7 @@ def format_table(reports: list[Report], info: dict[str, object]) -> str:
     rows = _target_rows(reports)
     if rows:
         lines.append("")
-        lines.append("== targets (issue 8)")
+        lines.append("== targets")
         name_w = max(len(r[0]) for r in rows)
         for name, measured, limit, verdict in rows:
             lines.append(f"  {name:<{name_w}}  {measured:>12}  {limit:>10}  {verdict}")

@@ -5,12 +5,12 @@ cuts the streamed body into JSON texts, :class:`ChatStreamState` turns each stre
 ``GenerateContentResponse`` into provider events, :func:`clean_schema` drops the JSON Schema
 keywords Gemini's ``parameters`` reject.
 
-Wire facts (``../shared/PROTOCOLS.md`` §6): camelCase fields; roles ``user``/``model``; the
-system prompt is ``systemInstruction``; function calls arrive whole (``args`` is an object) and
-``finishReason`` is ``STOP`` even after calls; ``usageMetadata`` is cumulative on every chunk;
-the stream has no ``[DONE]``; tool results go back as ``functionResponse`` parts whose
-``response`` must be an object. Errors can arrive inside the 200 stream, as a ``data:`` event
-or as bare JSON lines without ``data:`` (Google's SDK reads both).
+Wire facts (Gemini API reference, https://ai.google.dev/api/generate-content): camelCase fields;
+roles ``user``/``model``; the system prompt is ``systemInstruction``; function calls arrive whole
+(``args`` is an object) and ``finishReason`` is ``STOP`` even after calls; ``usageMetadata`` is
+cumulative on every chunk; the stream has no ``[DONE]``; tool results go back as
+``functionResponse`` parts whose ``response`` must be an object. Errors can arrive inside the 200
+stream, as a ``data:`` event or as bare JSON lines without ``data:`` (Google's SDK reads both).
 
 Tool-call ids: a ``functionCall`` without an ``id`` gets a generated one, ``call_<n>``
 (:func:`is_generated_id`); generated ids stay on this side and are never sent to Google.
@@ -296,12 +296,12 @@ class StreamDecoder:
 
     Google's SDK reads every ``data:`` line as one payload and any other line as raw JSON,
     joined over lines until its braces balance, because errors can arrive mid-stream
-    without the ``data:`` prefix (PROTOCOLS.md §6.3). Here the whole body goes through
-    :class:`~ollm_lite.streams.SSEDecoder` unchanged (a bare line is an unknown field to it,
-    so it is ignored there); a line starting with ``{`` or ``[`` also starts a bare object,
-    which takes the following lines until its brackets (outside strings) close, and is read
-    then if it is JSON, else dropped. Blank lines are skipped; a ``data:``, ``event:``,
-    ``id:``, ``retry:`` or comment line drops an object still open (and counts for SSE).
+    without the ``data:`` prefix (the google-genai SDK's stream reader). Here the whole body goes
+    through :class:`~ollm_lite.streams.SSEDecoder` unchanged (a bare line is an unknown field to it,
+    so it is ignored there); a line starting with ``{`` or ``[`` also starts a bare object, which
+    takes the following lines until its brackets (outside strings) close, and is read then if it is
+    JSON, else dropped. Blank lines are skipped; a ``data:``, ``event:``, ``id:``, ``retry:`` or
+    comment line drops an object still open (and counts for SSE).
 
     ``feed`` returns the JSON texts, SSE ``data`` and bare objects alike, in stream order.
     Sans-IO, like the decoders of :mod:`ollm_lite.streams`; a chunk without a line
