@@ -15,27 +15,35 @@ workload without special parameters::
   servers do), ``bulk`` sends the body as 64 KiB HTTP chunks.
 
 Bodies are built once per workload and cached, so the server costs a ``sendall`` per HTTP
-chunk. Connections are kept alive (HTTP/1.1, chunked bodies). Run it in a child process
-(:class:`ServerProcess`) so that it never competes with the measured client for the GIL.
+chunk. Connections are kept alive (HTTP/1.1, chunked bodies). It runs on the tests' loopback
+server (``tests/transport_support.py``), in a child process (:class:`ServerProcess`) so that it
+never competes with the measured client for the GIL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-import os
 import socket
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
-from types import TracebackType
 
-__all__ = ["ServerProcess", "ollama_lines", "openai_events", "serve", "workload_body"]
+_ROOT = Path(__file__).resolve().parent.parent
+if str(_ROOT / "tests") not in sys.path:  # the one loopback server lives with the tests
+    sys.path.insert(0, str(_ROOT / "tests"))
+
+from transport_support import (  # noqa: E402
+    ChildServer,
+    LoopbackServer,
+    Request,
+    serve_until_stdin_closes,
+)
+
+__all__ = ["ServerProcess", "answer", "ollama_lines", "openai_events", "server", "workload_body"]
 
 BULK_CHUNK = 64 * 1024
-_ROOT = Path(__file__).resolve().parent.parent
 
 _SSE_HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
@@ -171,144 +179,50 @@ def workload_body(path: str, model: str) -> tuple[bytes, tuple[bytes, ...]]:
 # --------------------------------------------------------------------------- serving
 
 
-def _read_request(rfile: object) -> tuple[str, str, bytes] | None:
-    readline = rfile.readline  # type: ignore[attr-defined]
-    line = readline(65536)
-    if not line:
-        return None
-    method, path, _ = line.decode("latin-1").split(" ", 2)
-    length = 0
-    chunked = False
-    while True:
-        header = readline(65536)
-        if header in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = header.decode("latin-1").partition(":")
-        name = name.strip().lower()
-        if name == "content-length":
-            length = int(value.strip())
-        elif name == "transfer-encoding" and "chunked" in value.lower():
-            chunked = True
-    if chunked:
-        parts = []
-        while True:
-            size = int(readline(65536).split(b";")[0], 16)
-            if size == 0:
-                readline(65536)
-                break
-            parts.append(rfile.read(size))  # type: ignore[attr-defined]
-            readline(65536)
-        body = b"".join(parts)
-    else:
-        body = rfile.read(length) if length else b""  # type: ignore[attr-defined]
-    return method, path, body
-
-
 def _wait_for_close(conn: socket.socket) -> None:
     """Say nothing until the client goes away (a silent server)."""
     conn.settimeout(None)
-    try:
+    with contextlib.suppress(OSError):
         while conn.recv(65536):
             pass
-    except OSError:
-        pass
 
 
-def _handle(conn: socket.socket) -> None:
-    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    rfile = conn.makefile("rb")
-    sendall = conn.sendall
-    try:
-        while True:
-            req = _read_request(rfile)
-            if req is None:
-                return
-            method, path, body = req
-            path = path.split("?")[0]
-            if method != "POST" or path not in ("/v1/chat/completions", "/api/chat"):
-                sendall(_NOT_FOUND)
-                continue
-            model = str(json.loads(body or b"{}").get("model", "text-event-1"))
-            if model.startswith("mute-"):
-                _wait_for_close(conn)
-                return
-            if model.startswith("silent-"):
-                head = _SSE_HEAD if path.startswith("/v1/") else _NDJSON_HEAD
-                sendall(head)
-                _wait_for_close(conn)
-                return
-            head, chunks = workload_body(path, model)
-            sendall(head)
-            for chunk in chunks:
-                sendall(chunk)
-    except (OSError, ValueError):
+def answer(conn: socket.socket, req: Request) -> None:
+    """The script for both chat paths: the workload named by the body's ``model``."""
+    if req.method != "POST":
+        conn.sendall(_NOT_FOUND)
         return
-    finally:
-        rfile.close()
-        conn.close()
+    path = req.path.split("?")[0]
+    model = str((req.json or {}).get("model", "text-event-1"))
+    if model.startswith("mute-"):
+        _wait_for_close(conn)
+        raise ConnectionAbortedError("the client went away")  # ends this connection
+    if model.startswith("silent-"):
+        conn.sendall(_SSE_HEAD if path.startswith("/v1/") else _NDJSON_HEAD)
+        _wait_for_close(conn)
+        raise ConnectionAbortedError("the client went away")
+    head, chunks = workload_body(path, model)
+    sendall = conn.sendall
+    sendall(head)
+    for chunk in chunks:
+        sendall(chunk)
 
 
-def serve(sock: socket.socket) -> None:
-    """Accept connections forever, one thread each."""
-    while True:
-        try:
-            conn, _ = sock.accept()
-        except OSError:
-            return
-        threading.Thread(target=_handle, args=(conn,), daemon=True).start()
+def _not_found(conn: socket.socket, req: Request) -> None:
+    conn.sendall(_NOT_FOUND)
 
 
-def _main() -> None:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(128)
-    print(sock.getsockname()[1], flush=True)
-    threading.Thread(target=serve, args=(sock,), daemon=True).start()
-    sys.stdin.read()  # the parent closes our stdin to stop us
+def server() -> LoopbackServer:
+    """The benchmark server in this process (keep-alive connections, one thread each)."""
+    routes = {"/v1/chat/completions": answer, "/api/chat": answer}
+    return LoopbackServer(routes, keep_alive=True, fallback=_not_found)
 
 
-class ServerProcess:
+class ServerProcess(ChildServer):
     """The server in a child process; ``url`` is its root. Use as a context manager."""
 
     def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(_ROOT)}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks._server"],
-            cwd=str(_ROOT),
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-        )
-        assert self._proc.stdout is not None
-        line = self._proc.stdout.readline()
-        if not line.strip():
-            self.close()
-            raise RuntimeError("the benchmark server did not start")
-        self.port = int(line)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> ServerProcess:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Stop the child process."""
-        proc = self._proc
-        if proc.poll() is None:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        super().__init__(["-m", "benchmarks._server"])
 
 
 def iter_chunks_for_tests(path: str, model: str) -> Iterator[bytes]:
@@ -322,4 +236,4 @@ def iter_chunks_for_tests(path: str, model: str) -> Iterator[bytes]:
 
 
 if __name__ == "__main__":
-    _main()
+    serve_until_stdin_closes(server())

@@ -1,20 +1,76 @@
 """The saved-conversation format: messages as JSON-ready data and back.
 
-:func:`message_to_dict` writes what :meth:`ollm_lite.chat.Conversation.save` stores;
-:func:`message_from_dict` reads it back and checks every field, since a file on disk may have
-been damaged or edited: anything :func:`message_to_dict` would not have written is a
-``ValueError`` naming the field, never an ``AttributeError`` or ``KeyError`` from deep inside.
+:func:`write_conversation` stores what :meth:`ollm_lite.chat.Conversation.save` writes
+(``version``, ``system_prompt`` and every message as :func:`message_to_dict` gives it);
+:func:`read_conversation` and :func:`message_from_dict` read it back and check every field,
+since a file on disk may have been damaged or edited: anything :func:`message_to_dict` would
+not have written is a ``ValueError`` naming the field, never an ``AttributeError`` or
+``KeyError`` from deep inside, and :func:`read_conversation` reports it as ``CONFIG_INVALID``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
-from ._safe_text import type_name
+from ._safe_text import exception_text, type_name
+from .errors import ConfigError
 from .types import ImagePart, Message, Part, TextPart, ToolCall
 
-__all__ = ["json_kind", "message_from_dict", "message_to_dict", "optional_str"]
+__all__ = [
+    "conversation_to_dict",
+    "json_kind",
+    "message_from_dict",
+    "message_to_dict",
+    "optional_str",
+    "read_conversation",
+    "write_conversation",
+]
+
+
+def conversation_to_dict(system_prompt: str | None, messages: Iterable[Message]) -> dict[str, Any]:
+    """A conversation as JSON-ready data (``version``, ``system_prompt``, ``messages``)."""
+    return {
+        "version": 1,
+        "system_prompt": system_prompt,
+        "messages": [message_to_dict(m) for m in messages],
+    }
+
+
+def write_conversation(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
+    """Write ``data`` as JSON, atomically: a crash never leaves half a file."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
+    tmp.replace(target)
+
+
+def read_conversation(path: str | os.PathLike[str]) -> tuple[str | None, list[Message]]:
+    """The system prompt and messages of a file :func:`write_conversation` wrote.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` when the file is unreadable, is not JSON, or any
+            part of it is not what :func:`write_conversation` writes (nothing else escapes).
+    """
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a JSON object, found {json_kind(data)}")
+        if data.get("version", 1) != 1:
+            raise ValueError(f"unsupported version {data.get('version')!r} (expected 1)")
+        raw_messages = data.get("messages")
+        if not isinstance(raw_messages, list):
+            raise ValueError(f"'messages' must be a list, found {json_kind(raw_messages)}")
+        messages = [message_from_dict(m) for m in raw_messages]
+        return optional_str(data, "system_prompt"), messages
+    except (OSError, ValueError, TypeError, RecursionError) as exc:
+        raise ConfigError(
+            f"cannot load a conversation from {path}: {exception_text(exc)}",
+            details={"path": str(path)},
+        ) from exc
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:

@@ -7,6 +7,7 @@
     ollm-lite models list | show NAME | pull NAME | rm NAME   [--json]
     ollm-lite health [--all] [--json]
     ollm-lite config show [--json] | validate
+    ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl | make PROMPTS -o INPUT.jsonl  (_batch_cli)
 
 Global flags (before or after the subcommand): ``--provider``, ``--host``, ``--api-key``,
 ``--model``, ``--config``, ``--timeout``, ``--debug``.
@@ -39,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__, _mcp_cli
+from ._batch_cli import add_batch_commands
 from .config import (
     PROVIDER_ALIASES,
     PROVIDERS,
@@ -53,6 +55,8 @@ from .config import (
 from .errors import Cancelled, OllmError
 
 if TYPE_CHECKING:
+    from ._fold import Folded
+    from .chat import ChatClient
     from .providers.base import ProviderAdapter
     from .registry import ProviderRegistry
     from .types import ChatEvent, HealthStatus, ModelInfo
@@ -248,6 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_cmd_config_validate, usage_parser=validate)
 
     _mcp_cli.add_mcp_parser(commands, flags, _missing, _cmd_mcp_list)
+    batch = add_batch_commands(commands, flags, _global_flags, _url)
+    batch.set_defaults(handler=_missing(batch), usage_parser=batch)
     return parser
 
 
@@ -486,97 +492,97 @@ def _cmd_mcp_list(args: argparse.Namespace, ctx: _Context) -> int:
         return _mcp_cli.list_tools(args.name, ctx.config, ctx.out)
 
 
-def _run_chat(args: argparse.Namespace, ctx: _Context, client: Any, prompt: str) -> int:
-    from .types import (
-        ChatFinishEvent,
-        ErrorEvent,
-        ErrorInfo,
-        GenerationOptions,
-        TextEvent,
-        ThinkingEvent,
-        WarningEvent,
-    )
+def _run_chat(args: argparse.Namespace, ctx: _Context, client: ChatClient, prompt: str) -> int:
+    from ._fold import EventFold
+    from .types import GenerationOptions
 
     options = GenerationOptions(temperature=args.temperature, max_tokens=args.max_tokens)
     cancel = threading.Event()
-    writer = _Writer(ctx.out)
-    err_tty = _isatty(ctx.err)
-    thinking_open = False
-    text: list[str] = []
-    thinking: list[str] = []
-    error: ErrorInfo | None = None
-    failure: BaseException | None = None
-    reason = "error"
-    streaming = not args.no_stream
+    view = _ChatView(args, ctx)
+    fold = EventFold()
     with _cancel_on_sigint(cancel):
         events = client.chat(prompt, system_prompt=args.system, options=options, cancel=cancel)
         try:
             for event in events:
-                if args.json and streaming:
-                    _emit_json(ctx.out, _event_json(event))
-                if isinstance(event, TextEvent):
-                    text.append(event.value)
-                    if streaming and not args.json:
-                        if thinking_open:
-                            ctx.err.write("\n")
-                            thinking_open = False
-                        writer.text(event.value)
-                elif isinstance(event, ThinkingEvent):
-                    thinking.append(event.value)
-                    if args.show_thinking and streaming and not args.json:
-                        chunk = f"{_DIM}{event.value}{_RESET}" if err_tty else event.value
-                        ctx.err.write(chunk)
-                        ctx.err.flush()
-                        thinking_open = True
-                elif isinstance(event, WarningEvent):
-                    if not args.json:
-                        ctx.say(f"warning: {event.message}")
-                elif isinstance(event, ErrorEvent):
-                    error = event.error
-                    failure = event.exception
-                elif isinstance(event, ChatFinishEvent):
-                    reason = event.reason
+                fold.add(event)
+                view.show(event)
         except KeyboardInterrupt:  # a second Ctrl-C: keep the partial answer's line whole
-            writer.end()
+            view.writer.end()
             raise
         finally:
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-    if thinking_open:
-        ctx.err.write("\n")
-    if not streaming:
-        if args.json:
+    return view.finish(fold.result(), cancelled=cancel.is_set())
+
+
+class _ChatView:
+    """What ``chat`` shows of the events as they come, and its last words and exit code."""
+
+    def __init__(self, args: argparse.Namespace, ctx: _Context) -> None:
+        self.args = args
+        self.ctx = ctx
+        self.writer = _Writer(ctx.out)
+        self.streaming = not args.no_stream
+        self.plain = self.streaming and not args.json  # text as it arrives, for people
+        self.err_tty = _isatty(ctx.err)
+        self.thinking_open = False
+
+    def show(self, event: ChatEvent) -> None:
+        from .types import TextEvent, ThinkingEvent, WarningEvent
+
+        args, err = self.args, self.ctx.err
+        if args.json and self.streaming:
+            _emit_json(self.ctx.out, _event_json(event))
+        if isinstance(event, TextEvent) and self.plain:
+            if self.thinking_open:
+                err.write("\n")
+                self.thinking_open = False
+            self.writer.text(event.value)
+        elif isinstance(event, ThinkingEvent) and args.show_thinking and self.plain:
+            err.write(f"{_DIM}{event.value}{_RESET}" if self.err_tty else event.value)
+            err.flush()
+            self.thinking_open = True
+        elif isinstance(event, WarningEvent) and not args.json:
+            self.ctx.say(f"warning: {event.message}")
+
+    def finish(self, folded: Folded, *, cancelled: bool) -> int:
+        """Print what waited for the end (``--no-stream``); the exit code."""
+        args, ctx = self.args, self.ctx
+        reason, error = folded.finish or "error", folded.error
+        if self.thinking_open:
+            ctx.err.write("\n")
+        if not self.streaming and args.json:
             _emit_json(
                 ctx.out,
                 {
                     "type": "result",
-                    "content": "".join(text),
-                    "thinking": "".join(thinking) or None,
+                    "content": folded.text,
+                    "thinking": folded.thinking or None,
                     "reason": reason,
                     "error": _plain(error),
                 },
             )
-        else:
-            if args.show_thinking and thinking:
-                ctx.say("".join(thinking))
-            writer.text("".join(text))
-    writer.end()
-    if reason == "cancelled" or cancel.is_set():
-        ctx.say(f"{PROG}: cancelled")
-        return EXIT_INTERRUPTED
-    if error is not None:
-        if getattr(args, "debug", False):
-            _print_failure(ctx.err, failure)
-        ctx.err.write(_error_line(error.message, error.code))
-        return EXIT_ERROR
-    if reason != "complete":
-        ctx.err.write(_error_line(f"the chat ended with {reason}", "LLM_BAD_RESPONSE"))
-        return EXIT_ERROR
-    if not "".join(text).strip():
-        ctx.err.write(_error_line("the model returned an empty answer", "LLM_BAD_RESPONSE"))
-        return EXIT_ERROR
-    return EXIT_OK
+        elif not self.streaming:
+            if args.show_thinking and folded.thinking:
+                ctx.say(folded.thinking)
+            self.writer.text(folded.text)
+        self.writer.end()
+        if reason == "cancelled" or cancelled:
+            ctx.say(f"{PROG}: cancelled")
+            return EXIT_INTERRUPTED
+        if error is not None:
+            if getattr(args, "debug", False):
+                _print_failure(ctx.err, folded.exception)
+            ctx.err.write(_error_line(error.message, error.code))
+            return EXIT_ERROR
+        if reason != "complete":
+            ctx.err.write(_error_line(f"the chat ended with {reason}", "LLM_BAD_RESPONSE"))
+            return EXIT_ERROR
+        if not folded.text.strip():
+            ctx.err.write(_error_line("the model returned an empty answer", "LLM_BAD_RESPONSE"))
+            return EXIT_ERROR
+        return EXIT_OK
 
 
 def _print_failure(err: TextIO, failure: BaseException | None) -> None:

@@ -42,9 +42,9 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
+from ._values import value
 from .errors import BadResponse
 
 __all__ = [
@@ -68,7 +68,7 @@ _scan_once: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once
 _LOGGED_SKIPS = 3  # DEBUG lines for the first few skipped NDJSON lines only
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class SSEEvent:
     """One dispatched Server-Sent Event."""
 
@@ -185,35 +185,55 @@ class SSEDecoder(_LineBuffer):
         error = self._error  # a local: the checks below must see the attribute change
         if error is not None:
             raise error
-        if self._pieces or self._head is not None or self._cr or 13 in chunk:  # 13: CR
+        pieces = self._pieces
+        if (
+            chunk[:6] == b"data: "
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk[-1] == 10
+            and not pieces
+            and not self._data
+            and self._head is None
+            and not self._cr
+            and 13 not in chunk  # 13: CR
+            and len(chunk) <= self._max
+        ):
+            # Exactly one "data: ...\n\n" event, as servers send each token: the loop below
+            # would dispatch the same event, at about twice the cost.
+            ev = _new(SSEEvent)
+            _set_event(ev, self._event or "message")
+            _set_data(ev, chunk[6:-2].decode("utf-8", "replace"))
+            _set_id(ev, self._id)
+            _set_retry(ev, self._retry)
+            self._event = ""
+            self._retry = None
+            return [ev]
+        events: list[SSEEvent] = []
+        if self._head is not None or self._cr or 13 in chunk:  # 13: CR
             lines = self._slow_lines(chunk)
-        elif len(chunk) > self._max:
-            lines = self._split(chunk)
-        else:  # fast path: nothing pending, LF line ends only
+        elif len(chunk) + self._plen > self._max or (pieces and 10 not in chunk):
+            lines = self._split(chunk)  # a line that may pass the limit, or goes on
+        else:  # fast path: LF line ends only, no line over the limit
+            if pieces:  # this chunk ends the pending line: join it once
+                pieces.append(chunk)
+                chunk = b"".join(pieces)
+                pieces.clear()
+                self._plen = 0
             if (
                 chunk[:6] == b"data: "
-                and chunk.find(b"\n") == len(chunk) - 2
-                and chunk[-1] == 10
                 and not self._data
+                and not self._event
+                and self._retry is None
             ):
-                # Exactly one "data: ...\n\n" event, as servers send each token: the loop
-                # below would dispatch the same event, at about twice the cost.
-                ev = _new(SSEEvent)
-                _set_event(ev, self._event or "message")
-                _set_data(ev, chunk[6:-2].decode("utf-8", "replace"))
-                _set_id(ev, self._id)
-                _set_retry(ev, self._retry)
-                self._event = ""
-                self._retry = None
-                return [ev]
+                # Many events in one chunk (a server that outruns the reader): cut whole
+                # "data: ...\n\n" blocks at once; what does not fit goes through the loop.
+                chunk = self._blocks(chunk, events)
             lines = chunk.split(b"\n")
             tail = lines.pop()
             if tail:
-                self._pieces.append(tail)
+                pieces.append(tail)
                 self._plen = len(tail)
             if not lines:
-                return []
-        events: list[SSEEvent] = []
+                return events
         data = self._data
         for line in lines:
             if not line:  # blank line: dispatch
@@ -270,6 +290,36 @@ class SSEDecoder(_LineBuffer):
             if not events:
                 raise self._error
         return events
+
+    def _blocks(self, chunk: bytes, events: list[SSEEvent]) -> bytes:
+        """Dispatch the leading one-line ``data: ...`` blocks of ``chunk``; return the rest.
+
+        A block is the text between two blank-line ends (LF LF). It is dispatched here when it
+        is one ``data:`` line and nothing else, exactly what the line loop would make of it.
+        The blocks are decoded at once (an LF is never part of a multi-byte character, so this
+        is what decoding each value gives); invalid UTF-8 leaves the work to the line loop.
+        """
+        end = chunk.rfind(b"\n\n")
+        if end < 0:
+            return chunk
+        try:
+            blocks = chunk[:end].decode("utf-8").split("\n\n")
+        except UnicodeDecodeError:
+            return chunk
+        event = "message"
+        last_id = self._id
+        append = events.append
+        for i, block in enumerate(blocks):
+            if block[:6] != "data: " or "\n" in block:  # not one data line: the loop's work
+                # The rest, exactly as received (strict UTF-8 round-trips), then the tail.
+                return "\n\n".join(blocks[i:]).encode() + chunk[end:]
+            ev = _new(SSEEvent)
+            _set_event(ev, event)
+            _set_data(ev, block[6:])
+            _set_id(ev, last_id)
+            _set_retry(ev, None)
+            append(ev)
+        return chunk[end + 2 :]
 
     def flush(self) -> list[SSEEvent]:
         """End of the body: an unterminated line or undispatched event is discarded (WHATWG).
@@ -360,20 +410,30 @@ class NDJSONDecoder(_LineBuffer):
         error = self._error  # a local: the check below must see the attribute change
         if error is not None:
             raise error
-        if self._pieces or len(chunk) > self._max:
-            lines = self._split(chunk)
-        else:  # fast path: nothing pending
-            lines = chunk.split(b"\n")
-            tail = lines.pop()
-            if tail:
-                self._pieces.append(tail)
-                self._plen = len(tail)
-            if not lines:
-                return []
-        out = self._parse(lines)
-        if self._error is not None and not out:
-            raise self._error
-        return out
+        pieces = self._pieces
+        if len(chunk) + self._plen > self._max or (pieces and 10 not in chunk):
+            out = self._parse(self._split(chunk))  # a line that may pass the limit, or goes on
+            if self._error is not None and not out:
+                raise self._error
+            return out
+        # Fast path: no line over the limit.
+        if pieces:  # this chunk ends the pending line: join it once
+            pieces.append(chunk)
+            chunk = b"".join(pieces)
+            pieces.clear()
+            self._plen = 0
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            if chunk:
+                pieces.append(chunk)
+                self._plen = len(chunk)
+            return []
+        if end + 1 < len(chunk):
+            pieces.append(chunk[end + 1 :])
+            self._plen = len(chunk) - end - 1
+        if chunk.find(b"\n") == end:  # one line (one object per chunk, as servers send)
+            return self._parse([chunk[:end]])
+        return self._parse_many(chunk[:end])
 
     def flush(self) -> list[dict[str, Any]]:
         """End of the body: parse a last line that had no newline.
@@ -392,6 +452,32 @@ class NDJSONDecoder(_LineBuffer):
         self._pieces.clear()
         self._plen = 0
         return self._parse([line])
+
+    def _parse_many(self, region: bytes) -> list[dict[str, Any]]:
+        """The objects of several whole lines, decoded to text at once (a server that outruns
+        the reader): an LF is never part of a multi-byte character, so each line is what
+        decoding it alone gives. Invalid UTF-8 leaves the work to :meth:`_parse`."""
+        try:
+            text = region.decode("utf-8")
+        except UnicodeDecodeError:
+            return self._parse(region.split(b"\n"))
+        out: list[dict[str, Any]] = []
+        scan = _scan_once
+        for line in text.split("\n"):
+            # As in _parse: "{" then not NUL is what json.loads would read as UTF-8.
+            if line[:1] == "{" and line[1:2] != "\0":
+                try:
+                    obj, end = scan(line, 0)
+                except (ValueError, RecursionError, StopIteration):
+                    pass
+                else:
+                    if end == len(line) or line[end:] == "\r":
+                        out.append(obj)
+                        continue
+            elif not line:
+                continue
+            out.extend(self._parse([line.encode()]))  # strict UTF-8: the same bytes
+        return out
 
     def _parse(self, lines: list[bytes]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -64,12 +64,12 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from copy import deepcopy
-from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from ._docstrings import parse_docstring
 from ._safe_text import exception_text, safe_str, type_name
 from ._validation import validate_arguments
+from ._values import value
 from .errors import Cancelled, OllmError
 from .types import ErrorInfo, ToolCall, ToolResult, ToolSchema
 
@@ -103,7 +103,7 @@ class ToolDefinitionError(OllmError, TypeError):
 # --------------------------------------------------------------------------- the Tool value
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Tool:
     """A function the model may call, with the schema it is shown."""
 
@@ -472,7 +472,7 @@ class _InvalidArguments(Exception):
     """Internal: the arguments do not fit the function."""
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class _Binding:
     """What the registry knows about a tool's function beyond its schema."""
 

@@ -18,11 +18,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeAlias
 
 from ._safe_text import safe_str
+from ._values import value
 
 __all__ = [
     "ChatEvent",
@@ -78,7 +79,7 @@ Think: TypeAlias = bool | str
 # --------------------------------------------------------------------------- message parts
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TextPart:
     """A piece of text inside a message."""
 
@@ -86,7 +87,7 @@ class TextPart:
     type: ClassVar[Literal["text"]] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ImagePart:
     """An image inside a message, as base64 data (no ``data:`` URL prefix)."""
 
@@ -98,7 +99,7 @@ class ImagePart:
 Part: TypeAlias = TextPart | ImagePart
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolCall:
     """One call of a tool requested by the model, complete (never a fragment)."""
 
@@ -131,7 +132,7 @@ def parse_tool_arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-@dataclass(slots=True)
+@value(frozen=False)
 class Message:
     """One message of a conversation in the library's internal format."""
 
@@ -184,7 +185,7 @@ class Message:
 # --------------------------------------------------------------------------- tools
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolSchema:
     """A tool as the model sees it: its name, description and JSON Schema parameters."""
 
@@ -193,7 +194,7 @@ class ToolSchema:
     parameters: dict[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ErrorInfo:
     """A failure as data: a human message, a stable code and optional details."""
 
@@ -209,7 +210,7 @@ class ErrorInfo:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolResult:
     """The outcome of running a tool: ``ok`` with ``data``, or not ``ok`` with ``error``."""
 
@@ -241,7 +242,7 @@ class ToolResult:
 # --------------------------------------------------------------------------- requests
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class GenerationOptions:
     """Sampling options common to every backend; ``None`` means "the server's default"."""
 
@@ -258,7 +259,7 @@ class GenerationOptions:
     """Merged verbatim into the backend's request body (last, so it wins)."""
 
 
-@dataclass(slots=True)
+@value(frozen=False)
 class ProviderRequest:
     """Everything one model call needs."""
 
@@ -287,7 +288,7 @@ class ProviderRequest:
 # --------------------------------------------------------------------------- results
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Usage:
     """Token counts reported by the backend; ``None`` when it did not say."""
 
@@ -298,7 +299,7 @@ class Usage:
     """Backend-specific figures such as timings."""
 
 
-@dataclass(slots=True)
+@value(frozen=False)
 class ModelInfo:
     """A model as a backend describes it."""
 
@@ -311,7 +312,7 @@ class ModelInfo:
     kind: Literal["chat", "embedding"] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class PullProgress:
     """One progress report of a model download."""
 
@@ -328,7 +329,7 @@ class PullProgress:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class HealthStatus:
     """The result of a health check; never an exception."""
 
@@ -341,7 +342,7 @@ class HealthStatus:
     error: ErrorInfo | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ProviderCapabilities:
     """What a provider (or one model on it) can do; ``None`` means unknown."""
 
@@ -355,7 +356,7 @@ class ProviderCapabilities:
     thinking: bool | None = None
 
 
-@dataclass(slots=True)
+@value(frozen=False)
 class ChatResult:
     """The whole answer of a non-streaming call."""
 
@@ -389,7 +390,7 @@ class ChatResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class EmbeddingResult:
     """Embedding vectors in the order of the input texts."""
 
@@ -401,7 +402,7 @@ class EmbeddingResult:
 # --------------------------------------------------------------------------- provider events
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TextEvent:
     """A piece of the answer's text."""
 
@@ -409,7 +410,7 @@ class TextEvent:
     type: ClassVar[Literal["text"]] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ThinkingEvent:
     """A piece of the model's reasoning, kept apart from the answer."""
 
@@ -417,7 +418,7 @@ class ThinkingEvent:
     type: ClassVar[Literal["thinking"]] = "thinking"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolCallEvent:
     """A complete tool call (fragments are assembled before this is emitted)."""
 
@@ -425,7 +426,7 @@ class ToolCallEvent:
     type: ClassVar[Literal["tool_call"]] = "tool_call"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class FinishEvent:
     """The normal end of a stream."""
 
@@ -434,7 +435,7 @@ class FinishEvent:
     type: ClassVar[Literal["finish"]] = "finish"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ErrorEvent:
     """The end of a stream by failure; text yielded before it stays valid."""
 
@@ -451,7 +452,7 @@ ProviderEvent: TypeAlias = TextEvent | ThinkingEvent | ToolCallEvent | FinishEve
 # --------------------------------------------------------------------------- chat events
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolCallStartEvent:
     """The chat loop is about to run a tool call."""
 
@@ -459,7 +460,7 @@ class ToolCallStartEvent:
     type: ClassVar[Literal["tool_call_start"]] = "tool_call_start"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ToolCallResultEvent:
     """A tool call finished (successfully or not)."""
 
@@ -468,7 +469,7 @@ class ToolCallResultEvent:
     type: ClassVar[Literal["tool_call_result"]] = "tool_call_result"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class TurnCompleteEvent:
     """One model turn (a request and its tool calls) is done."""
 
@@ -476,7 +477,7 @@ class TurnCompleteEvent:
     type: ClassVar[Literal["turn_complete"]] = "turn_complete"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class WarningEvent:
     """Something the caller should know that does not stop the chat."""
 
@@ -485,7 +486,7 @@ class WarningEvent:
     type: ClassVar[Literal["warning"]] = "warning"
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ChatFinishEvent:
     """The end of a whole chat (all turns)."""
 
@@ -506,7 +507,7 @@ ChatEvent: TypeAlias = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class RunResult:
     """Where :meth:`Conversation.run` stopped."""
 

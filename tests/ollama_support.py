@@ -1,12 +1,14 @@
 """A loopback Ollama stand-in and hand-written NDJSON transcripts for the ``LocalProvider`` tests.
 
-The server listens on 127.0.0.1 at an ephemeral port and serves *routes*: ``(method, path)`` →
-a handler that writes raw bytes to the client socket, so faults an HTTP library would hide
-(a connection dropped mid-chunk, a stream that never ends) can be produced exactly. Streamed
-answers go out one HTTP chunk per item with ``Transfer-Encoding: chunked``, like Ollama's.
+The server (``transport_support.LoopbackServer``) listens on 127.0.0.1 at an ephemeral port and
+serves *routes*: ``(method, path)`` → a handler that writes raw bytes to the client socket, so
+faults an HTTP library would hide (a connection dropped mid-chunk, a stream that never ends) can
+be produced exactly. Streamed answers go out one HTTP chunk per item with
+``Transfer-Encoding: chunked``, like Ollama's.
 
-The transcripts follow the wire facts of ``PROTOCOLS.md`` §1 (field order, omitempty metrics,
-``done_reason``), written here so the tests need nothing outside the repository.
+The transcripts follow Ollama's API reference (docs/api.md in the ollama repository: field
+order, metrics left out when zero, ``done_reason``), written here so the tests need nothing
+outside the repository.
 """
 
 from __future__ import annotations
@@ -14,121 +16,26 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Handler = Callable[[socket.socket, "Seen"], None]
+from transport_support import LoopbackServer, Request
 
-
-@dataclass
-class Seen:
-    """One request as the server received it."""
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: bytes
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    @property
-    def json(self) -> Any:
-        return json.loads(self.body) if self.body else None
-
-
-class OllamaServer:
-    """Serves ``routes`` until closed; records every request in ``seen``."""
-
-    def __init__(self, routes: dict[tuple[str, str], Handler]) -> None:
-        self.routes = routes
-        self.seen: list[Seen] = []
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(32)
-        self.port: int = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._stop = threading.Event()
-        self._clients: list[socket.socket] = []
-        self._workers: list[threading.Thread] = []
-        self.disconnected = threading.Event()
-        """Set when a handler noticed the client went away (write failed)."""
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        self._sock.settimeout(0.05)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self._clients.append(client)
-            worker = threading.Thread(target=self._handle, args=(client,), daemon=True)
-            self._workers.append(worker)
-            worker.start()
-
-    def _handle(self, client: socket.socket) -> None:
-        try:
-            while not self._stop.is_set():
-                req = _read_request(client)
-                if req is None:
-                    return
-                req.stop = self._stop
-                self.seen.append(req)
-                handler = self.routes.get((req.method, req.path.split("?")[0]), not_found)
-                handler(client, req)
-                if not getattr(handler, "keep_alive", True):
-                    return
-        except OSError:
-            self.disconnected.set()
-        finally:
-            with contextlib.suppress(OSError):
-                client.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sock.close()
-        for client in self._clients:
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_RDWR)
-        for worker in self._workers:
-            worker.join(5)
+Seen = Request
+"""One request as the server received it."""
+OllamaServer = LoopbackServer
+"""The shared loopback server; :func:`serve` starts it with Ollama's routes and its 404."""
+Handler = Callable[[socket.socket, Seen], None]
 
 
 @contextlib.contextmanager
-def serve(routes: dict[tuple[str, str], Handler]) -> Iterator[OllamaServer]:
-    """Run an :class:`OllamaServer` for the duration of a ``with`` block."""
-    server = OllamaServer(routes)
+def serve(routes: dict[tuple[str, str], Handler]) -> Iterator[LoopbackServer]:
+    """Serve ``routes`` (method, path → handler) for a ``with`` block; connections stay open."""
+    server = LoopbackServer(routes, keep_alive=True, fallback=not_found)
     try:
         yield server
     finally:
         server.close()
-
-
-def _read_request(client: socket.socket) -> Seen | None:
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = client.recv(65536)
-        if not chunk:
-            return None
-        data += chunk
-    head, _, rest = data.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    method, path, _ = lines[0].split(" ", 2)
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    length = int(headers.get("content-length", "0"))
-    while len(rest) < length:
-        chunk = client.recv(65536)
-        if not chunk:
-            break
-        rest += chunk
-    return Seen(method, path, headers, rest[:length])
 
 
 # --------------------------------------------------------------------------- handlers

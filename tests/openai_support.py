@@ -1,9 +1,9 @@
 """Hand-written OpenAI-style SSE transcripts and loopback helpers for the OpenAI-compatible tests.
 
-The transcripts follow the wire facts of ``PROTOCOLS.md`` §2-§5 (chunk shapes of OpenAI, vLLM,
-llama.cpp's native server and llama-cpp-python's server), written here so the tests need
-nothing outside the repository. Streams are served by the raw-socket loopback server of
-``transport_support`` (one HTTP chunk per SSE event, ``Transfer-Encoding: chunked``).
+The transcripts follow the vendors' documentation (chunk shapes of OpenAI's chat streaming
+reference, vLLM, llama.cpp's native server README and llama-cpp-python's server), written here so
+the tests need nothing outside the repository. Streams are served by the raw-socket loopback server
+of ``transport_support`` (one HTTP chunk per SSE event, ``Transfer-Encoding: chunked``).
 """
 
 from __future__ import annotations

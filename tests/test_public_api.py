@@ -10,7 +10,7 @@ import pytest
 
 import ollm_lite
 
-#: Every name API.md promises at the package root (sections 1 to 8).
+#: Every name the package root promises (the README's API sections and ``ollm_lite.__all__``).
 API_NAMES = str.split("""
 Role Part TextPart ImagePart Message ToolSchema ToolCall ToolResult GenerationOptions
 ProviderRequest Usage ErrorInfo ModelInfo PullProgress HealthStatus ProviderCapabilities
@@ -55,7 +55,8 @@ def test_every_name_of_the_api_contract_is_exported() -> None:
 
 @pytest.mark.parametrize("name", PROVIDER_NAMES)
 def test_providers_are_importable_from_the_providers_package(name: str) -> None:
-    """API.md §3 names ``ollm_lite.providers``: ``from ollm_lite.providers import X`` works."""
+    """``ollm_lite.providers`` is public (README, Providers): ``from ollm_lite.providers import X``
+    works."""
     code = (
         f"from ollm_lite.providers import {name}; import ollm_lite; "
         f"print({name} is ollm_lite.{name})"

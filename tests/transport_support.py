@@ -1,20 +1,31 @@
-"""A scriptable loopback HTTP server for transport tests.
+"""The one loopback HTTP server of the tests and benchmarks, and its raw-socket request reader.
 
-Each request path maps to a *script*: a function that receives the raw client socket (after the
+Each request is routed to a *script*: a function that receives the raw client socket (after the
 request head and body were read) and writes whatever bytes it wants, with any delays or faults.
-Raw sockets are used so faults that HTTP libraries would hide can be produced exactly.
+Raw sockets are used so faults that HTTP libraries would hide can be produced exactly. Routes
+are keyed by path (``"/api/chat"``) or by method and path (``("POST", "/api/chat")``; tried
+first). The Ollama stand-in of ``ollama_support``, the fault scripts of ``faults/fault_server``
+and the benchmark server (``benchmarks/_server.py``, in a child process) all run on it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 Script = Callable[[socket.socket, "Request"], None]
+Route = str | tuple[str, str]
+_ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -28,74 +39,17 @@ class Request:
     stop: threading.Event = field(default_factory=threading.Event)
     """Set when the server shuts down: scripts wait on it instead of sleeping."""
 
-
-@dataclass
-class LoopbackServer:
-    """Serves scripts on 127.0.0.1 at an ephemeral port; records every request."""
-
-    scripts: dict[str, Script] = field(default_factory=dict)
-    requests: list[Request] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.port = self._sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self._stop = threading.Event()
-        self._clients: list[socket.socket] = []
-        self._workers: list[threading.Thread] = []
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        self._sock.settimeout(0.05)
-        while not self._stop.is_set():
-            try:
-                client, _ = self._sock.accept()
-            except (TimeoutError, OSError):
-                continue
-            self._clients.append(client)
-            worker = threading.Thread(target=self._handle, args=(client,), daemon=True)
-            self._workers.append(worker)
-            worker.start()
-
-    def _handle(self, client: socket.socket) -> None:
-        try:
-            while not self._stop.is_set():
-                req = _read_request(client)
-                if req is None:
-                    return
-                req.stop = self._stop
-                self.requests.append(req)
-                script = self.scripts.get(req.path.split("?")[0], _not_found)
-                script(client, req)
-                if not getattr(script, "keep_alive", False):
-                    return
-        except OSError:
-            return
-        finally:
-            # Scripts without keep_alive answer one request per connection: closing tells the
-            # client so, instead of leaving it to send its next request into the void.
-            with contextlib.suppress(OSError):
-                client.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sock.close()
-        for client in self._clients:
-            with contextlib.suppress(OSError):
-                client.shutdown(socket.SHUT_RDWR)
-        for worker in self._workers:
-            worker.join(5)
-        for client in self._clients:
-            with contextlib.suppress(OSError):
-                client.close()
+    @property
+    def json(self) -> Any:
+        """The body parsed as JSON (None when it is empty)."""
+        return json.loads(self.body) if self.body else None
 
 
-def _read_request(client: socket.socket) -> Request | None:
+def read_request(client: socket.socket) -> Request | None:
+    """Read one request (head, then a Content-Length or chunked body) from a raw socket.
+
+    Returns None when the client closed the connection before a whole head arrived.
+    """
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = client.recv(65536)
@@ -109,6 +63,8 @@ def _read_request(client: socket.socket) -> Request | None:
     for line in lines[1:]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        return Request(method, path, headers, _read_chunked(client, rest))
     length = int(headers.get("content-length", "0"))
     while len(rest) < length:
         chunk = client.recv(65536)
@@ -116,6 +72,125 @@ def _read_request(client: socket.socket) -> Request | None:
             break
         rest += chunk
     return Request(method, path, headers, rest[:length])
+
+
+def _read_chunked(client: socket.socket, data: bytes) -> bytes:
+    """A chunked request body, ``data`` being what already arrived after the head."""
+    buf = bytearray(data)
+    body: list[bytes] = []
+
+    def more() -> bool:
+        chunk = client.recv(65536)
+        buf.extend(chunk)
+        return bool(chunk)
+
+    while True:
+        while b"\r\n" not in buf:
+            if not more():
+                return b"".join(body)
+        end = buf.index(b"\r\n")
+        size = int(bytes(buf[:end]).split(b";")[0], 16)
+        del buf[: end + 2]
+        if size == 0:  # then trailers (ignored) and a blank line
+            while not buf.startswith(b"\r\n") and b"\r\n\r\n" not in buf:
+                if not more():
+                    break
+            return b"".join(body)
+        while len(buf) < size + 2:
+            if not more():
+                return b"".join([*body, bytes(buf[:size])])
+        body.append(bytes(buf[:size]))
+        del buf[: size + 2]
+
+
+@dataclass
+class LoopbackServer:
+    """Serves scripts on 127.0.0.1 at an ephemeral port; records every request.
+
+    Args:
+        scripts: Route → script; a request matching no route gets ``fallback``.
+        keep_alive: Whether a connection serves another request after a script returned,
+            unless the script has its own ``keep_alive`` attribute.
+        fallback: The script for unknown routes (a JSON 404 by default).
+    """
+
+    scripts: Mapping[Route, Script] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+    keep_alive: bool = False
+    fallback: Script | None = None
+
+    def __post_init__(self) -> None:
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(128)
+        self.port: int = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.disconnected = threading.Event()
+        """Set when a script noticed that the client went away (a write or read failed)."""
+        self._stop = threading.Event()
+        self._clients: list[socket.socket] = []
+        self._workers: list[threading.Thread] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def seen(self) -> list[Request]:
+        """Every request received so far, in order (the same list as ``requests``)."""
+        return self.requests
+
+    def _serve(self) -> None:
+        self._sock.settimeout(0.05)
+        while not self._stop.is_set():
+            try:
+                client, _ = self._sock.accept()
+            except (TimeoutError, OSError):
+                continue
+            # Every write goes out at once, as its own TCP segment where it can.
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._clients.append(client)
+            worker = threading.Thread(target=self._handle, args=(client,), daemon=True)
+            self._workers.append(worker)
+            worker.start()
+
+    def _script(self, req: Request) -> Script:
+        path = req.path.split("?")[0]
+        script = self.scripts.get((req.method, path)) or self.scripts.get(path)
+        return script or self.fallback or _not_found
+
+    def _handle(self, client: socket.socket) -> None:
+        try:
+            while not self._stop.is_set():
+                req = read_request(client)
+                if req is None:
+                    return
+                req.stop = self._stop
+                self.requests.append(req)
+                script = self._script(req)
+                script(client, req)
+                if not getattr(script, "keep_alive", self.keep_alive):
+                    return
+        except OSError:
+            self.disconnected.set()
+        finally:
+            # Scripts without keep_alive answer one request per connection: closing tells the
+            # client so, instead of leaving it to send its next request into the void.
+            with contextlib.suppress(OSError):
+                client.close()
+
+    def close(self) -> None:
+        """Stop accepting, end every connection and wait for the script threads."""
+        self._stop.set()
+        self._thread.join()
+        self._sock.close()
+        for client in self._clients:
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+        for worker in self._workers:
+            worker.join(5)
+        for client in self._clients:
+            with contextlib.suppress(OSError):
+                client.close()
 
 
 def _not_found(client: socket.socket, req: Request) -> None:
@@ -189,9 +264,11 @@ def silent(client: socket.socket, req: Request) -> None:
 
 
 @contextlib.contextmanager
-def serve(scripts: dict[str, Script]) -> Iterator[LoopbackServer]:
+def serve(
+    scripts: Mapping[Route, Script], *, keep_alive: bool = False, fallback: Script | None = None
+) -> Iterator[LoopbackServer]:
     """Run a server for the duration of a ``with`` block."""
-    server = LoopbackServer(scripts)
+    server = LoopbackServer(scripts, keep_alive=keep_alive, fallback=fallback)
     try:
         yield server
     finally:
@@ -200,8 +277,6 @@ def serve(scripts: dict[str, Script]) -> Iterator[LoopbackServer]:
 
 def open_fds() -> int:
     """Number of open file descriptors of this process (Linux)."""
-    import os
-
     return len(os.listdir("/proc/self/fd"))
 
 
@@ -211,3 +286,58 @@ def wait_for_threads(baseline: int, timeout: float = 2.0) -> int:
     while threading.active_count() > baseline and time.monotonic() < deadline:
         time.sleep(0.01)
     return threading.active_count()
+
+
+def serve_until_stdin_closes(server: LoopbackServer) -> None:
+    """The child side of :class:`ChildServer`: print the port, serve until stdin closes."""
+    print(server.port, flush=True)
+    try:
+        sys.stdin.read()  # the parent closes our stdin to stop us
+    finally:
+        server.close()
+
+
+class ChildServer:
+    """A loopback server in a child process, so that it never competes with the measured
+    client for the GIL. ``argv`` runs a program that calls :func:`serve_until_stdin_closes`;
+    ``url`` is its root. Use as a context manager, or call :meth:`close`."""
+
+    def __init__(self, argv: Sequence[str], *, cwd: str | None = None) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(_ROOT), str(_ROOT / "tests"), env.get("PYTHONPATH", "")) if p
+        )
+        self._proc = subprocess.Popen(
+            [sys.executable, *argv],
+            cwd=cwd or str(_ROOT),
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline()
+        if not line.strip():
+            self.close()
+            raise RuntimeError(f"the loopback server {' '.join(argv)} did not start")
+        self.port = int(line)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> ChildServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the child process (closing its stdin; killed after 10 s)."""
+        proc = self._proc
+        if proc.poll() is None:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -211,5 +211,13 @@ class Backend:
         """
         return ask.host.capabilities
 
+    def parallel_slots(self, ask: Ask) -> int | None:
+        """Requests the server runs at once (the default: the server does not say).
+
+        Raises:
+            OllmError: when asking failed.
+        """
+        return None
+
     def annotate_models(self, ask: Ask, models: list[ModelInfo]) -> None:
         """Complete ``/v1/models`` entries with what the server tells elsewhere."""

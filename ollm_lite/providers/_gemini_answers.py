@@ -69,12 +69,12 @@ class StreamDecoder:
 
     Google's SDK reads every ``data:`` line as one payload and any other line as raw JSON,
     joined over lines until its braces balance, because errors can arrive mid-stream
-    without the ``data:`` prefix (PROTOCOLS.md §6.3). Here the whole body goes through
-    :class:`~ollm_lite.streams.SSEDecoder` unchanged (a bare line is an unknown field to it,
-    so it is ignored there); a line starting with ``{`` or ``[`` also starts a bare object,
-    which takes the following lines until its brackets (outside strings) close, and is read
-    then if it is JSON, else dropped. Blank lines are skipped; a ``data:``, ``event:``,
-    ``id:``, ``retry:`` or comment line drops an object still open (and counts for SSE).
+    without the ``data:`` prefix (the google-genai SDK's stream reader). Here the whole body goes
+    through :class:`~ollm_lite.streams.SSEDecoder` unchanged (a bare line is an unknown field to it,
+    so it is ignored there); a line starting with ``{`` or ``[`` also starts a bare object, which
+    takes the following lines until its brackets (outside strings) close, and is read then if it is
+    JSON, else dropped. Blank lines are skipped; a ``data:``, ``event:``, ``id:``, ``retry:`` or
+    comment line drops an object still open (and counts for SSE).
 
     ``feed`` returns the JSON texts, SSE ``data`` and bare objects alike, in stream order.
     Sans-IO, like the decoders of :mod:`ollm_lite.streams`; a chunk without a line

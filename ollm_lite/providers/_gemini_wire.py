@@ -5,12 +5,12 @@ cuts the streamed body into JSON texts, :class:`ChatStreamState` turns each stre
 ``GenerateContentResponse`` into provider events, :func:`clean_schema` drops the JSON Schema
 keywords Gemini's ``parameters`` reject.
 
-Wire facts (``../shared/PROTOCOLS.md`` §6): camelCase fields; roles ``user``/``model``; the
-system prompt is ``systemInstruction``; function calls arrive whole (``args`` is an object) and
-``finishReason`` is ``STOP`` even after calls; ``usageMetadata`` is cumulative on every chunk;
-the stream has no ``[DONE]``; tool results go back as ``functionResponse`` parts whose
-``response`` must be an object. Errors can arrive inside the 200 stream, as a ``data:`` event
-or as bare JSON lines without ``data:`` (Google's SDK reads both).
+Wire facts (Gemini API reference, https://ai.google.dev/api/generate-content): camelCase fields;
+roles ``user``/``model``; the system prompt is ``systemInstruction``; function calls arrive whole
+(``args`` is an object) and ``finishReason`` is ``STOP`` even after calls; ``usageMetadata`` is
+cumulative on every chunk; the stream has no ``[DONE]``; tool results go back as
+``functionResponse`` parts whose ``response`` must be an object. Errors can arrive inside the 200
+stream, as a ``data:`` event or as bare JSON lines without ``data:`` (Google's SDK reads both).
 
 Tool-call ids: a ``functionCall`` without an ``id`` gets a generated one, ``call_<n>``
 (:func:`is_generated_id`); generated ids stay on this side and are never sent to Google.

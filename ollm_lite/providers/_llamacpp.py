@@ -167,6 +167,11 @@ class LlamaCpp(Backend):
             vision=vision if isinstance(vision, bool) else base.vision,
         )
 
+    def parallel_slots(self, ask: Ask) -> int | None:
+        """The native server's ``/props`` ``total_slots`` (its ``-np``); discovery failures
+        propagate (nothing is remembered)."""
+        return positive_int((self.server(ask).props or {}).get("total_slots"))
+
     def annotate_models(self, ask: Ask, models: list[ModelInfo]) -> None:
         """The native server's running window as every model's ``context_length``."""
         window = self._window(ask)

@@ -381,8 +381,8 @@ def chat_body(
 def usage_from_chunk(chunk: dict[str, Any]) -> Usage | None:
     """Token counts and timings of a final chunk; ``None`` when it carries no metric at all.
 
-    Ollama omits zero metrics (Go ``omitempty``; ``../shared/PROTOCOLS.md`` §1.2): a chunk that
-    carries any metric reports an absent count as 0 — ``prompt_eval_count`` is missing when the
+    Ollama omits zero metrics (Go ``omitempty``; see docs/api.md in the ollama repository): a chunk
+    that carries any metric reports an absent count as 0 — ``prompt_eval_count`` is missing when the
     whole prompt came from the cache. Durations (integer nanoseconds) go to ``Usage.extra``.
     """
     get = chunk.get
@@ -432,6 +432,13 @@ class ChatStreamState:
 
     def feed(self, chunk: Any) -> list[ProviderEvent]:
         """Events for one decoded NDJSON object (``terminal`` is set on the last one)."""
+        if type(chunk) is dict and "error" not in chunk and chunk.get("done") is False:
+            # The usual line: a message of role and content only, the stream going on.
+            msg = chunk.get("message")
+            if type(msg) is dict and len(msg) == 2 and "role" in msg:
+                content = msg.get("content")
+                if type(content) is str:
+                    return [TextEvent(content)] if content else []
         if not isinstance(chunk, dict):
             self.terminal = self._error(
                 f"Ollama sent a stream line that is not a JSON object ({type(chunk).__name__})"
@@ -483,8 +490,8 @@ class ChatStreamState:
             events.append(ToolCallEvent(call))
 
     def _reason(self, done_reason: Any) -> FinishReason:
-        # Ollama says "stop" even when the turn ended in tool calls (PROTOCOLS.md §1.2);
-        # "load"/"unload"/absent/unknown values are a normal stop.
+        # Ollama says "stop" even when the turn ended in tool calls (ollama docs/api.md,
+        # "done_reason"); "load"/"unload"/absent/unknown values are a normal stop.
         if self._ids:
             return "tool"
         return "length" if done_reason == "length" else "stop"

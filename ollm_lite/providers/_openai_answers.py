@@ -323,6 +323,16 @@ class ChatStreamState:
         timings = get("timings")
         if timings:
             self._timings = timings
+        if type(choices) is list and len(choices) == 1:
+            # The usual token chunk: one choice 0, no finish yet, a delta of content only.
+            choice = choices[0]
+            if type(choice) is dict and choice.get("finish_reason") is None:
+                index = choice.get("index", 0)
+                delta = choice.get("delta")
+                if type(index) is int and index == 0 and type(delta) is dict and len(delta) == 1:
+                    content = delta.get("content")
+                    if type(content) is str:
+                        return (TextEvent(content),) if content else _EMPTY
         if not choices:
             err = get("error")
             if err is None and get("object") == "error":  # vLLM's older flat error shape

@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
+from .._endings import ending_of, result_reason
+from .._fold import EventFold
 from ..errors import BadResponse, Cancelled, ConfigError, UnsupportedOperation, error_from_code
 from ..streams import DEFAULT_MAX_LINE
 from ..types import (
@@ -165,14 +167,12 @@ def approx_token_count(request: ProviderRequest) -> int:
 
 
 def collect_result(events: Iterable[ProviderEvent]) -> ChatResult:
-    """Fold a provider stream into a :class:`ChatResult` (the same fold as the script API's).
+    """Fold a provider stream into a :class:`ChatResult` (the same fold as the chat's).
 
     Raises:
         OllmError: the error an ``ErrorEvent`` carried (same class and code).
         Cancelled: ``CANCELLED`` when the stream finished with reason ``cancelled``.
     """
-    from .._fold import EventFold
-
     fold = EventFold()
     for event in events:
         fold.add(event)
@@ -183,15 +183,13 @@ def collect_result(events: Iterable[ProviderEvent]) -> ChatResult:
         raise error_from_code(folded.error)
     if folded.finish is None:
         raise error_from_code(ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE"))
-    if folded.finish == "cancelled":
+    ending = ending_of(folded.finish)
+    if ending == "cancelled":
         raise Cancelled("the request was cancelled")
     calls = folded.tool_calls
-    reason: Any = (
-        "tool_calls" if calls else {"tool": "tool_calls"}.get(folded.finish, folded.finish)
-    )
     return ChatResult(
         content=folded.text if folded.text or not calls else None,
-        finish_reason=reason,
+        finish_reason=result_reason(ending, has_calls=bool(calls)),
         tool_calls=calls,
         usage=folded.usage,
         thinking=folded.thinking or None,
@@ -337,6 +335,13 @@ class BaseProvider:
     ) -> ProviderCapabilities:
         """What ``model`` can do; the provider's capabilities where the backend does not say."""
         return self.capabilities
+
+    def parallel_slots(self, *, cancel: threading.Event | None = None) -> int | None:
+        """Requests the server runs at once, where it says (``None``: it does not).
+
+        A fleet uses it as the endpoint's default limit.
+        """
+        return None
 
 
 def usage_from(

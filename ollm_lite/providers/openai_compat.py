@@ -322,6 +322,15 @@ class OpenAICompatibleProvider(HTTPProvider):
             model=name,
         )
 
+    def parallel_slots(self, *, cancel: threading.Event | None = None) -> int | None:
+        """Requests the server runs at once: llama.cpp's ``GET /props`` ``total_slots``
+        (its ``-np``) on the native ``llama-server``; else ``None``.
+
+        Raises:
+            ConnectionFailed: ``CONNECTION_FAILED`` when the server cannot be reached.
+        """
+        return self.backend.parallel_slots(Ask(self, cancel))
+
     # ------------------------------------------------------------------ embeddings
 
     def _embed_batch(

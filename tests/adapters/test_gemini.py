@@ -183,7 +183,7 @@ def test_no_key_is_auth_failed_and_health_says_so(monkeypatch: pytest.MonkeyPatc
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/", "/v1beta", "/v1beta/"])
 @responses.activate
 def test_base_url_with_or_without_a_version_suffix(suffix: str) -> None:
-    """API.md: a base_url with or without a trailing /v1 must both work."""
+    """README, Google Gemini: a base_url with or without a trailing /v1 must both work."""
     answer = {"candidates": [{"content": {"parts": [{"text": "ok"}]}, "finishReason": "STOP"}]}
     call = responses.post(f"{URL}/v1beta/models/gemini-2.5-flash:generateContent", json=answer)
     provider = GeminiProvider(api_key=KEY, base_url=URL + suffix, retries=0)
@@ -439,8 +439,8 @@ def test_property_clean_schema_removes_rejected_keywords(schema: dict[str, Any])
 
 # --------------------------------------------------------------------------- audit fixes
 
-# Google's captured error bodies (../shared/fixtures/gemini_error_429.json and
-# gemini_error.json), inline so the suite does not depend on files outside the checkout.
+# Error bodies as Google's API sends them (https://ai.google.dev/gemini-api/docs/troubleshooting),
+# captured from the live API and written here inline.
 ERROR_429: dict[str, Any] = {
     "error": {
         "code": 429,
@@ -570,8 +570,8 @@ def _both_ways(body: dict[str, Any]) -> tuple[list[Any], ErrorEvent]:
 def test_error_mid_stream_maps_like_the_same_body_before_the_stream(
     body: dict[str, Any], code: str
 ) -> None:
-    """API.md §7 / issue 5 item 4 hold inside a 200 stream too: one ErrorEvent after the text,
-    with the code, message and details the same body gets as an HTTP error answer."""
+    """Error mapping (README, Error codes) holds inside a 200 stream too: one ErrorEvent after the
+    text, with the code, message and details the same body gets as an HTTP error answer."""
     events, before = _both_ways(body)
     assert events[0] == TextEvent("par")
     assert sum(e.type in ("finish", "error") for e in events) == 1
@@ -589,7 +589,7 @@ def test_error_mid_stream_maps_like_the_same_body_before_the_stream(
 
 @pytest.mark.parametrize("form", ["line", "pretty", "array", "cut-crlf"])
 def test_raw_json_error_without_data_prefix_keeps_google_message(form: str) -> None:
-    """PROTOCOLS.md §6.3: Google's SDK reads non-``data:`` lines as JSON, balanced over lines.
+    """Google's SDK (google-genai) reads non-``data:`` lines as JSON, balanced over lines.
     An error sent that way mid-stream is mapped like any other, never "no finishReason"."""
     body = ERROR_429
     if form == "line":

@@ -2,7 +2,7 @@
 
 * Whole histories (text, images, assistant tool calls with their signatures, tool results,
   system messages beside ``system_prompt``) map to ``contents``/``systemInstruction`` without
-  losing anything: a decoder written here from PROTOCOLS.md §6 gives every piece back.
+  losing anything: a decoder written here from Google's API reference gives every piece back.
 * Assistant turns round-trip: ``contents`` → a ``GenerateContentResponse`` → the stream state
   → the same text, the same calls (ids kept unless generated) with their signatures.
 * Tools map to ``functionDeclarations`` in order and ``tool_choice`` to ``toolConfig``.

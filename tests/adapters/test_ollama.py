@@ -18,7 +18,6 @@ import pytest
 import requests
 import responses
 from responses import matchers
-from responses.registries import OrderedRegistry
 
 from ollm_lite.errors import (
     AuthenticationError,
@@ -63,15 +62,6 @@ WEATHER = ToolSchema(
 def provider(monkeypatch: pytest.MonkeyPatch) -> LocalProvider:
     monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
     return LocalProvider(base_url=URL, retries=0)
-
-
-@pytest.fixture
-def rsps() -> responses.RequestsMock:
-    """Responses are served strictly in registration order (one registration per call)."""
-    with responses.RequestsMock(
-        assert_all_requests_are_fired=True, registry=OrderedRegistry
-    ) as mock:
-        yield mock
 
 
 def req(*messages: Message, **kw: object) -> ProviderRequest:
@@ -154,7 +144,7 @@ def test_bad_constructor_values(kw: dict[str, int]) -> None:
 
 
 def test_class_facts(provider: LocalProvider) -> None:
-    """Name, wire format and provider-level capabilities are as API.md §3 says."""
+    """Name, wire format and provider-level capabilities are as the README's feature matrix says."""
     assert provider.name == "local" and provider.streaming_format == "ndjson"
     caps = provider.capabilities
     assert caps.model_management and caps.embeddings and caps.streaming

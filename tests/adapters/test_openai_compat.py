@@ -15,7 +15,6 @@ import pytest
 import requests
 import responses
 from responses import matchers
-from responses.registries import OrderedRegistry
 
 from ollm_lite.errors import (
     AuthenticationError,
@@ -66,14 +65,6 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         "VLLM_API_KEY",
     ):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def rsps() -> responses.RequestsMock:
-    with responses.RequestsMock(
-        assert_all_requests_are_fired=True, registry=OrderedRegistry
-    ) as mock:
-        yield mock
 
 
 def provider(backend: str = "generic", **kw: object) -> OpenAICompatibleProvider:

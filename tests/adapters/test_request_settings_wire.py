@@ -18,7 +18,6 @@ and the extra headers go on the request everywhere, also through ``connect().ask
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,19 +71,21 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
 
 
-@pytest.fixture
-def rsps() -> Iterator[responses.RequestsMock]:
-    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
-        mock.post(f"{OLLAMA}/api/chat", body=NDJSON_OK, content_type="application/x-ndjson")
-        mock.post(f"{OPENAI}/v1/chat/completions", body=SSE_OK, content_type="text/event-stream")
-        mock.post(f"{VLLM}/v1/chat/completions", body=SSE_OK, content_type="text/event-stream")
-        mock.get(f"{VLLM}/version", json={"version": "0.12.0"})
-        mock.post(
-            f"{GEMINI}/v1beta/models/m:streamGenerateContent",
-            body=GEMINI_OK,
-            content_type="text/event-stream",
-        )
-        yield mock
+RSPS_STRICT = False  # every backend's answer is registered; each test uses one or two
+
+
+@pytest.fixture(autouse=True)
+def _answers(rsps: responses.RequestsMock) -> None:
+    """One good answer per backend, in the shared ``rsps`` fixture."""
+    rsps.post(f"{OLLAMA}/api/chat", body=NDJSON_OK, content_type="application/x-ndjson")
+    rsps.post(f"{OPENAI}/v1/chat/completions", body=SSE_OK, content_type="text/event-stream")
+    rsps.post(f"{VLLM}/v1/chat/completions", body=SSE_OK, content_type="text/event-stream")
+    rsps.get(f"{VLLM}/version", json={"version": "0.12.0"})
+    rsps.post(
+        f"{GEMINI}/v1beta/models/m:streamGenerateContent",
+        body=GEMINI_OK,
+        content_type="text/event-stream",
+    )
 
 
 def req(**kw: Any) -> ProviderRequest:

@@ -15,7 +15,6 @@ import requests
 import responses
 from openai_support import CHAT as CHAT_PATH, chunk, sse, tool_fragment, tools_chunk, usage_chunk
 from responses import matchers
-from responses.registries import OrderedRegistry
 from transport_support import serve, stream_script
 
 from ollm_lite.errors import ConfigError
@@ -43,14 +42,6 @@ SCHEMA = {"type": "object", "properties": {"sentiment": {"enum": ["pos", "neg"]}
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("VLLM_HOST", "VLLM_API_KEY", "OPENAI_COMPATIBLE_HOST"):
         monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def rsps() -> responses.RequestsMock:
-    with responses.RequestsMock(
-        assert_all_requests_are_fired=True, registry=OrderedRegistry
-    ) as mock:
-        yield mock
 
 
 def req(**kw: object) -> ProviderRequest:
@@ -202,7 +193,7 @@ def test_response_format_schema_mapped_by_version(
 def test_extra_body_is_sent_verbatim_and_guided_keys_also_as_structured_outputs(
     rsps: responses.RequestsMock, server: str, structured: bool
 ) -> None:
-    """API.md: extra_body goes into the body as written; a 0.12+ server also gets the
+    """README, vLLM: extra_body goes into the body as written; a 0.12+ server also gets the
     structured_outputs form of its guided_* keys, so the constraint holds."""
     version(rsps, server)
     stream_ok(rsps)

@@ -9,6 +9,7 @@ benchmark work added to ``ollm_lite.streams`` (same results as the general path)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -23,6 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import (  # noqa: E402
+    bench_batch,
     bench_cancel,
     bench_chat,
     bench_import,
@@ -66,11 +68,15 @@ def test_streams_section_runs_every_contender(server: ServerProcess) -> None:
     for label in ("SSE per-event", "SSE bulk", "NDJSON per-event", "NDJSON bulk"):
         assert f"{label}: ollm_lite" in names
         assert f"{label}: naive floor" in names
+        assert f"{label}: naive str.split" in names
+        assert f"{label}: ollm_lite, client CPU" in names
     assert any(n.startswith("tool call in") for n in names)
     assert "time to first event, SSE: ollm_lite" in names
     assert {t.name for t in report.targets} >= {
-        "SSE per-event: ollm_lite / naive floor",
-        "NDJSON per-event: ollm_lite / naive floor",
+        "SSE per-event: ollm_lite / fastest naive loop (client CPU)",
+        "SSE bulk: ollm_lite / fastest naive loop (client CPU)",
+        "NDJSON per-event: ollm_lite / fastest naive loop (client CPU)",
+        "NDJSON bulk: ollm_lite / fastest naive loop (client CPU)",
         "SSE time to first event: ollm_lite - plain requests",
     }
 
@@ -98,16 +104,27 @@ def test_memory_section_runs(server: ServerProcess) -> None:
 
 
 def test_import_section_runs() -> None:
-    """Import times come from fresh interpreters, requests and ollm_lite at least."""
-    report = bench_import.run(TINY)
+    """Import times come from fresh interpreters: requests, ollm_lite, and what a script pays."""
+    only = (*TINY.import_only, bench_import.SCRIPT)
+    report = bench_import.run(dataclasses.replace(TINY, import_only=only))
     _check(report, "import")
     names = {r.name for r in report.results}
-    assert {"import requests", "import ollm_lite"} <= names
+    assert {"import requests", "import ollm_lite", f"import {bench_import.SCRIPT}"} <= names
+    assert any("ChatClient" in t.name for t in report.targets)
 
 
 def test_parsers_section_runs() -> None:
     """The in-memory parser micro-benchmark runs."""
     _check(bench_parsers.run(TINY), "parsers")
+
+
+def test_batch_section_runs() -> None:
+    """The batch section runs both contenders against slot servers and reports its limit."""
+    report = bench_batch.run(TINY)
+    _check(report, "batch")
+    names = [r.name for r in report.results]
+    assert any(n.startswith("ollm_lite batch, 2 endpoint(s)") for n in names)
+    assert "CPU per batch line (fleet, concurrency 1)" in names
 
 
 def test_run_all_json_and_tables(capsys: pytest.CaptureFixture[str]) -> None:

@@ -573,12 +573,9 @@ def soak_scripts(words: int = 20) -> dict[str, Script]:
 
 
 def _main() -> None:
-    from transport_support import LoopbackServer
+    from transport_support import LoopbackServer, serve_until_stdin_closes
 
-    server = LoopbackServer(soak_scripts())
-    print(server.port, flush=True)
-    sys.stdin.read()  # until the parent closes our stdin
-    server.close()
+    serve_until_stdin_closes(LoopbackServer(soak_scripts()))
 
 
 if __name__ == "__main__" and "--soak" in sys.argv:

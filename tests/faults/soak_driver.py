@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from transport_support import open_fds, wait_for_threads
+from transport_support import ChildServer, open_fds, wait_for_threads
 
 from ollm_lite.chat import ChatClient
 from ollm_lite.providers.gemini import GeminiProvider
@@ -82,34 +80,9 @@ class SoakReport:
         )
 
 
-class _Server:
-    """The soak server in a child process; its port is read from its first output line."""
-
-    def __init__(self) -> None:
-        root = _HERE.parent.parent
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(root), str(root / "tests"), env.get("PYTHONPATH", "")]
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, str(_HERE / "fault_server.py"), "--soak"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
-        assert self.proc.stdout is not None
-        port = int(self.proc.stdout.readline())
-        self.url = f"http://127.0.0.1:{port}"
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc.stdout.close()
+def _server() -> ChildServer:
+    """The soak server (``fault_server.py --soak``) in a child process."""
+    return ChildServer([str(_HERE / "fault_server.py"), "--soak"])
 
 
 def _chat(client: ChatClient, report: SoakReport) -> None:
@@ -153,7 +126,7 @@ def _settle(threads: int) -> tuple[int, int]:
 
 def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakReport:
     """Run ``chats`` streamed chats and ``cancels`` cancellations; measure before and after."""
-    server = _Server()
+    server = _server()
     report = SoakReport()
     timeouts = Timeouts(connect=2.0, idle=10.0)
     providers = [

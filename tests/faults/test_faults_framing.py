@@ -28,6 +28,7 @@ from faults.fault_server import (
 from transport_support import serve
 
 from ollm_lite.errors import BadResponse
+from ollm_lite.transport import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
 WORDS = ["Grüße", " aus", " 東京", " 🎉", " line\u2028sep", " para\u2029sep", " end"]
@@ -195,11 +196,11 @@ def test_ndjson_garbage_lines_are_skipped(no_leaks: Callable[..., None]) -> None
 # --------------------------------------------------------------------------- SSE only
 
 
-def sse_run(parts: list[bytes], *, then: str = "end") -> object:
+def sse_run(parts: list[bytes], *, then: str = "end", idle: float = 1.0) -> object:
     from faults.fault_server import SSE
 
     with serve({SSE.path: chunks(parts, content_type=SSE.content_type, then=then)}) as server:
-        provider = SSE.provider(server.url)
+        provider = SSE.provider(server.url, timeout=Timeouts(connect=1.0, idle=idle))
         out = run_stream(provider, req())
         provider.close()
     return out
@@ -271,9 +272,9 @@ def test_sse_data_after_done_is_ignored(no_leaks: Callable[..., None]) -> None:
     """Anything after ``[DONE]`` is ignored, and the server is not waited for."""
     parts = openai_events(WORDS)
     parts += [sse_data(oa_chunk({"content": " EXTRA"})), b"data: [DONE]\n\n"]
-    out = sse_run(parts, then="hang")
+    out = sse_run(parts, then="hang", idle=30.0)
     assert_complete(out)
-    assert out.elapsed < 1.0  # type: ignore[attr-defined]
+    assert out.elapsed < 10.0  # type: ignore[attr-defined]  # not the 30 s idle limit
     no_leaks()
 
 
@@ -283,11 +284,11 @@ def test_ndjson_data_after_done_is_ignored(no_leaks: Callable[..., None]) -> Non
 
     parts = ollama_lines(WORDS) + ollama_lines([" EXTRA"])
     with serve({NDJSON.path: chunks(parts, then="hang")}) as server:
-        provider = NDJSON.provider(server.url)
+        provider = NDJSON.provider(server.url, timeout=Timeouts(connect=1.0, idle=30.0))
         out = run_stream(provider, req())
         provider.close()
     assert_complete(out)
-    assert out.elapsed < 1.0
+    assert out.elapsed < 10.0  # not the 30 s idle limit
     no_leaks()
 
 

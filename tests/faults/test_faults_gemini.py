@@ -309,8 +309,8 @@ def test_error_object_mid_stream(
 def test_raw_json_error_without_data_prefix(
     body: dict[str, Any], cls: type, no_leaks: Callable[..., None]
 ) -> None:
-    """An error payload mid-stream without ``data:`` (PROTOCOLS.md §6.3): one error carrying
-    Google's message and the mapped code, text kept, never a normal finish."""
+    """An error payload mid-stream without ``data:`` (as the google-genai SDK reads them): one error
+    carrying Google's message and the mapped code, text kept, never a normal finish."""
     raw = json.dumps(body).encode() + b"\r\n\r\n"
     with serve({PATH: chunks([event(text_chunk("par")), raw], content_type=SSE_TYPE)}) as s:
         p = provider(s.url)
@@ -451,7 +451,7 @@ def test_cancel(where: str, no_leaks: Callable[..., None]) -> None:
         timer.join()
         p.close()
     assert out.last.type == "finish" and out.last.reason == "cancelled"
-    assert out.elapsed - 0.25 < 0.5
+    assert out.elapsed - 0.25 < 5.0  # generous: the idle limit it must beat is 30 s
     if where == "mid-stream":
         assert "x" in out.text
     no_leaks()

@@ -160,7 +160,7 @@ def test_tool_call_with_unparseable_arguments_then_done(
     wire: Wire, no_leaks: Callable[..., None]
 ) -> None:
     """A call whose arguments never became JSON, in a stream that finished properly: the
-    call is delivered with ``args == {}`` and the raw text (API.md §1), then ``tool``."""
+    call is delivered with ``args == {}`` and the raw text (README, Tools), then ``tool``."""
     raw = '{"city": "Os'
     if wire.name == "sse":
         head = {"index": 0, "id": "call_1", "type": "function"}

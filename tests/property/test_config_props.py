@@ -193,7 +193,7 @@ fields = st.sampled_from(
 def test_malformed_references_load_verbatim_and_are_reported(
     field: str, before: str, ref: str, after: str, env: dict[str, str]
 ) -> None:
-    """API.md §8: a malformed ``${`` never makes load_config raise; the value is kept as
+    """README, Configuration: a malformed ``${`` never makes load_config raise; the value is kept as
     written and validate_config reports it at its dotted path, without quoting a key."""
     value = before + ref + after
     tree: dict[str, Any] = {}

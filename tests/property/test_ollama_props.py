@@ -1,14 +1,14 @@
-"""Properties of the Ollama mapping (spec properties 12, 13, 14, 15 and 16).
+"""Properties of the Ollama mapping (message, tool, request and stream mapping).
 
-* 12 Message Format Mapping: internal → Ollama → internal gives the message back (canonical
+* Message format mapping: internal → Ollama → internal gives the message back (canonical
   messages exactly; any message its canonical form).
-* 13 Tool Schema Conversion: names, descriptions and parameters survive.
-* 14 Local Provider Request Formatting: every body has model, messages, options, stream, with
+* Tool schema conversion: names, descriptions and parameters survive.
+* Local provider request formatting: every body has model, messages, options, stream, with
   the options mapped and ``extra_body`` winning.
-* 15 Local Provider Event Streaming: any stream of chunks, split anywhere, gives one event per
+* Local provider event streaming: any stream of chunks, split anywhere, gives one event per
   piece of content in order and exactly one terminal event; garbage never escapes as anything
   but ``LLM_BAD_RESPONSE``.
-* 16 Connection Error Handling: an unreachable server gives one ``CONNECTION_FAILED`` event
+* Connection error handling: an unreachable server gives one ``CONNECTION_FAILED`` event
   naming the URL.
 """
 
@@ -151,19 +151,19 @@ options = st.builds(
 )
 
 
-# --------------------------------------------------------------------------- property 12
+# ------------------------------------------------------------------------------- message round trip
 
 
 @given(canonical_messages())
 def test_round_trip_canonical(message: Message) -> None:
-    """Property 12: a canonical message survives internal → Ollama → internal unchanged."""
+    """Message round trip: a canonical message survives internal → Ollama → internal unchanged."""
     wire_msg = json.loads(json.dumps(wire.message_to_ollama(message)))  # through real JSON
     assert wire.message_from_ollama(wire_msg) == message
 
 
 @given(any_messages())
 def test_round_trip_any_message_is_canonical(message: Message) -> None:
-    """Property 12: any message comes back as its canonical form, which is a fixed point."""
+    """Message round trip: any message comes back as its canonical form, which is a fixed point."""
     canon = wire.canonical_message(message)
     back = wire.message_from_ollama(json.loads(json.dumps(wire.message_to_ollama(message))))
     assert back == canon
@@ -172,12 +172,12 @@ def test_round_trip_any_message_is_canonical(message: Message) -> None:
     assert [c.args for c in back.tool_calls] == [c.args for c in message.tool_calls]
 
 
-# --------------------------------------------------------------------------- property 13
+# --------------------------------------------------------------------------- tool schema conversion
 
 
 @given(st.lists(schemas, max_size=5))
 def test_tool_schemas_preserved(tools: list[ToolSchema]) -> None:
-    """Property 13: names, descriptions and parameter definitions are all kept, in order."""
+    """Names, descriptions and parameter definitions are all kept, in order."""
     out = wire.tools_to_ollama(tools)
     assert len(out) == len(tools)
     for schema, item in zip(tools, out, strict=True):
@@ -188,7 +188,7 @@ def test_tool_schemas_preserved(tools: list[ToolSchema]) -> None:
             assert fn["parameters"] == schema.parameters
 
 
-# --------------------------------------------------------------------------- property 14
+# ---------------------------------------------------------------------------------- request mapping
 
 
 @given(
@@ -205,7 +205,7 @@ def test_request_body_has_required_fields(
     streaming: bool,
     num_ctx: int | None,
 ) -> None:
-    """Property 14: model, messages, options and stream are present and correctly mapped."""
+    """Request mapping: model, messages, options and stream are present and correctly mapped."""
     request = ProviderRequest("m", messages, system_prompt=system, options=opts)
     body = wire.chat_body(request, stream=streaming, num_ctx=num_ctx)
     json.dumps(body)  # always serialisable
@@ -225,7 +225,8 @@ def test_request_body_has_required_fields(
             assert body[key] == value
 
 
-# --------------------------------------------------------------------------- property 15
+# ----------------------------------------------------------------------------------- stream parsing
+
 
 piece = st.one_of(
     st.tuples(st.just("text"), st.text(min_size=1, max_size=12)),
@@ -303,7 +304,7 @@ def _run(chunks: list[bytes]) -> list[Any]:
     st.lists(st.integers(0, 10_000), max_size=6),
 )
 def test_events_follow_chunks(pieces: list[tuple[str, Any]], ending: str, cuts: list[int]) -> None:
-    """Property 15: one event per content piece, in order, then exactly one terminal event."""
+    """Stream parsing: one event per content piece, in order, then exactly one terminal event."""
     data, expected = _encode(pieces, ending)
     events = _run(_split(data, cuts))
     body, last = events[:-1], events[-1]
@@ -328,7 +329,7 @@ def test_events_follow_chunks(pieces: list[tuple[str, Any]], ending: str, cuts: 
 
 @given(st.lists(piece, max_size=5), st.lists(st.integers(0, 10_000), max_size=4))
 def test_split_points_do_not_matter(pieces: list[tuple[str, Any]], cuts: list[int]) -> None:
-    """Property 15: any split of the byte stream gives the same events as the whole."""
+    """Stream parsing: any split of the byte stream gives the same events as the whole."""
     fixed = [(k, (v[0] or "call_fixed00", v[1], v[2]) if k == "call" else v) for k, v in pieces]
     data, _ = _encode(fixed, "done")
     assert _run(_split(data, cuts)) == _run([data])
@@ -336,7 +337,7 @@ def test_split_points_do_not_matter(pieces: list[tuple[str, Any]], cuts: list[in
 
 @given(st.lists(st.binary(max_size=40), max_size=6))
 def test_garbage_only_ends_in_bad_response(chunks: list[bytes]) -> None:
-    """Property 15: arbitrary bytes never raise; the stream ends with one terminal event."""
+    """Stream parsing: arbitrary bytes never raise; the stream ends with one terminal event."""
     events = _run(chunks)
     assert isinstance(events[-1], FinishEvent | ErrorEvent)
     assert sum(isinstance(e, FinishEvent | ErrorEvent) for e in events) == 1
@@ -344,7 +345,7 @@ def test_garbage_only_ends_in_bad_response(chunks: list[bytes]) -> None:
         assert events[-1].error.code == "LLM_BAD_RESPONSE"
 
 
-# --------------------------------------------------------------------------- property 16
+# ------------------------------------------------------------------------------- connection failure
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -352,7 +353,7 @@ def test_garbage_only_ends_in_bad_response(chunks: list[bytes]) -> None:
     st.sampled_from(["http://127.0.0.1:{port}", "127.0.0.1:{port}", ":{port}", "0.0.0.0:{port}"])
 )
 def test_unreachable_server_is_connection_failed(form: str) -> None:
-    """Property 16: any refused connection gives one CONNECTION_FAILED naming the URL."""
+    """Connection failure: any refused connection gives one CONNECTION_FAILED naming the URL."""
     port = refuse_port()
     provider = LocalProvider(base_url=form.format(port=port), retries=0)
     events = list(provider.chat_stream(ProviderRequest("m", [Message.user("hi")])))

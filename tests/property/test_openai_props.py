@@ -7,7 +7,7 @@
 * Any sequence of data values ends in exactly one terminal event, and nothing but the library's
   own events (no exception) comes out.
 * Messages survive ``message_to_openai`` → ``message_from_openai``.
-* Property 13: tool names, descriptions and parameter schemas survive ``tools_to_openai``.
+* Tool names, descriptions and parameter schemas survive ``tools_to_openai``.
 """
 
 from __future__ import annotations
@@ -235,8 +235,8 @@ tool_schemas = st.builds(
 
 
 @given(st.lists(tool_schemas, max_size=5))
-def test_property_13_tool_schemas_are_preserved(tools: list[ToolSchema]) -> None:
-    """Property 13: names, descriptions and parameter definitions are all kept, in order."""
+def test_tool_schemas_are_preserved(tools: list[ToolSchema]) -> None:
+    """Names, descriptions and parameter definitions are all kept, in order."""
     out = wire.tools_to_openai(tools)
     assert json.loads(json.dumps(out)) == out  # the body is plain JSON
     assert len(out) == len(tools)

@@ -1,7 +1,7 @@
-"""Seed Property 11 (Optional Method Presence), model-management half, over the real providers.
+"""Optional method presence, model-management half, over the real providers.
 
-"For any provider that supports model management, the methods listModels, pullModel,
-deleteModel and showModel should be defined." In this library every built-in provider defines
+A provider that supports model management defines the methods to list, pull, delete and show
+models. In this library every built-in provider defines
 all four (the ``ProviderAdapter`` protocol has them); a provider whose capabilities say
 ``model_management=False`` answers the ones it cannot do with ``UnsupportedOperation``
 (``UNSUPPORTED_OPERATION``, also a ``NotImplementedError``) — never ``AttributeError`` — and
@@ -9,7 +9,7 @@ decides that before sending anything.
 
 Every provider points at a loopback port nobody listens on: had one sent a request, the answer
 would be ``CONNECTION_FAILED``, not ``UNSUPPORTED_OPERATION``, and the test would fail. The
-token-counting half of Property 11 is in tests/runtime/test_scripted.py.
+token-counting half is in tests/runtime/test_scripted.py.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def provider(key: str) -> BaseProvider:
 
 
 @pytest.mark.parametrize("key", sorted(FACTORIES))
-def test_property_11_every_provider_defines_the_model_methods(key: str) -> None:
-    """Property 11: Optional Method Presence — all four model methods exist on every provider,
+def test_every_provider_defines_the_model_methods(key: str) -> None:
+    """Optional method presence: all four model methods exist on every provider,
     and a provider reporting ``model_management`` implements each itself."""
     p = provider(key)
     assert isinstance(p, ProviderAdapter)
@@ -79,7 +79,7 @@ def test_property_11_every_provider_defines_the_model_methods(key: str) -> None:
         assert inherited == [], key
 
 
-def test_property_11_model_management_is_reported_where_it_exists() -> None:
+def test_model_management_is_reported_where_it_exists() -> None:
     """Ollama manages models; the OpenAI-style servers, Gemini and the script do not."""
     managing = {key for key in FACTORIES if provider(key).capabilities.model_management}
     assert managing == {"local"}
@@ -94,10 +94,10 @@ model_names = st.text(min_size=1, max_size=30)
     st.sampled_from(MODEL_METHODS),
     model_names,
 )
-def test_property_11_unsupported_model_methods_raise_unsupported_operation(
+def test_unsupported_model_methods_raise_unsupported_operation(
     key: str, method: str, name: str
 ) -> None:
-    """Property 11: without ``model_management``, pulling and deleting (and listing/showing
+    """Without ``model_management``, pulling and deleting (and listing/showing
     where the provider has no such endpoint) raise ``UnsupportedOperation`` naming the
     provider, before any request."""
     p = provider(key)

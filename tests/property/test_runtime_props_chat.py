@@ -1,13 +1,13 @@
-"""Seed properties of the chat runtime, checked with hypothesis over ScriptedProvider.
+"""Properties of the chat runtime, checked with hypothesis over ScriptedProvider.
 
-* Property 4 Event Stream Forwarding, 5 Abort Signal Cancellation, 6 Tool Call Queuing and
-  Execution, 7 Tool Result Continuation, 8 Parallel Tool Execution, 9 Maximum Turn Limit.
-* Property 27 Turn Initialization, 28 Event Collection Completeness, 29 Conversation History
-  Update, 30 Message Structure Validity, 31 Tool Message Name Field, 32 Tool Execution Error
-  Handling (runtime side), 34 Abort Signal Cleanup, 35 Unexpected Error Resilience.
+* Event stream forwarding, abort signal cancellation, tool call queuing and execution, tool
+  result continuation, parallel tool execution, the maximum turn limit.
+* Turn initialization, event collection completeness, conversation history update, message
+  structure validity, the tool message name field, tool execution error handling (runtime
+  side), abort signal cleanup, unexpected error resilience.
 
-Properties 1-3 (registry) are in tests/runtime/test_registry.py; 10-11 (ScriptedProvider as an
-adapter) in tests/runtime/test_scripted.py. Parallelism (8) is shown with a barrier every call
+The registry's properties are in tests/runtime/test_registry.py; ScriptedProvider as an
+adapter in tests/runtime/test_scripted.py. Parallelism is shown with a barrier every call
 must reach while the others wait, so it needs no timing assertion.
 """
 
@@ -115,7 +115,7 @@ def finish(events: list[ChatEvent]) -> ChatFinishEvent:
 
 
 def check_structure(history: list[Message]) -> None:
-    """Properties 30 and 31 over a whole history."""
+    """Message structure validity and tool message names over a whole history."""
     for message in history:
         assert message.role in ("system", "user", "assistant", "tool")
         assert len(message.parts) >= 1
@@ -130,7 +130,7 @@ def check_structure(history: list[Message]) -> None:
             ]
 
 
-# --------------------------------------------------------------------------- Property 4
+# -------------------------------------------------------------------------- event stream forwarding
 
 
 @FAST
@@ -143,10 +143,10 @@ def check_structure(history: list[Message]) -> None:
         ),
     ),
 )
-def test_property_4_events_are_forwarded_in_order(
+def test_events_are_forwarded_in_order(
     events: list[ProviderEvent], terminal: ProviderEvent
 ) -> None:
-    """Property 4: Event Stream Forwarding — same events, same order, same content."""
+    """Event stream forwarding: same events, same order, same content."""
     provider = ScriptedProvider([[*events, terminal]])
     out = list(ChatClient(provider, model="m").chat("go"))
     runtime_only = (TurnCompleteEvent, ChatFinishEvent, WarningEvent)
@@ -159,15 +159,13 @@ def test_property_4_events_are_forwarded_in_order(
         assert finish(out).reason == "complete"
 
 
-# --------------------------------------------------------------------------- Property 5
+# ------------------------------------------------------------------------ abort signal cancellation
 
 
 @FAST
 @given(st.lists(texts.filter(bool), min_size=1, max_size=8), st.data())
-def test_property_5_cancel_ends_the_stream_with_cancelled(
-    chunks: list[str], data: st.DataObject
-) -> None:
-    """Property 5: Abort Signal Cancellation — the stream stops and reports ``cancelled``."""
+def test_cancel_ends_the_stream_with_cancelled(chunks: list[str], data: st.DataObject) -> None:
+    """Abort signal cancellation: the stream stops and reports ``cancelled``."""
     at = data.draw(st.integers(0, len(chunks) - 1))
     provider = Recording([[*(TextEvent(c) for c in chunks), FinishEvent("stop")]])
     cancel = threading.Event()
@@ -180,15 +178,15 @@ def test_property_5_cancel_ends_the_stream_with_cancelled(
     assert provider.open_streams == 0
 
 
-# --------------------------------------------------------------------------- Property 6
+# ------------------------------------------------------------------ tool call queuing and execution
 
 
 @THREADED
 @given(pairs, st.lists(texts.filter(bool), max_size=3))
-def test_property_6_calls_are_queued_and_run_after_the_stream(
+def test_calls_are_queued_and_run_after_the_stream(
     args: list[tuple[int, int]], prose: list[str]
 ) -> None:
-    """Property 6: Tool Call Queuing and Execution — every call, once, after the stream ends."""
+    """Tool call queuing and execution: every call, once, after the stream ends."""
     calls = add_calls(1, args)
     provider = Recording()
 
@@ -225,13 +223,13 @@ def test_property_6_calls_are_queued_and_run_after_the_stream(
     assert finish(out).reason == "complete"
 
 
-# --------------------------------------------------------------------------- Property 7
+# ------------------------------------------------------------------------- tool result continuation
 
 
 @THREADED
 @given(st.lists(pairs, min_size=1, max_size=3))
-def test_property_7_results_continue_the_conversation(turns: list[list[tuple[int, int]]]) -> None:
-    """Property 7: Tool Result Continuation — results become tool messages of the next turn."""
+def test_results_continue_the_conversation(turns: list[list[tuple[int, int]]]) -> None:
+    """Tool result continuation: results become tool messages of the next turn."""
     provider = Recording(
         [tool_turn(add_calls(n, args)) for n, args in enumerate(turns)] + ["answer"]
     )
@@ -250,13 +248,13 @@ def test_property_7_results_continue_the_conversation(turns: list[list[tuple[int
         ]
 
 
-# --------------------------------------------------------------------------- Property 8
+# -------------------------------------------------------------------------- parallel tool execution
 
 
 @THREADED
 @given(st.integers(2, 6))
-def test_property_8_calls_of_a_turn_run_concurrently(n: int) -> None:
-    """Property 8: Parallel Tool Execution — every call is running at the same time.
+def test_calls_of_a_turn_run_concurrently(n: int) -> None:
+    """Parallel tool execution: every call is running at the same time.
 
     Each call waits at a barrier for all ``n``: run one after another, the first would time
     out and fail; so all succeeding shows they ran together (wall time ≈ the slowest call).
@@ -283,13 +281,13 @@ def test_property_8_calls_of_a_turn_run_concurrently(n: int) -> None:
     assert finish(out).reason == "complete"
 
 
-# --------------------------------------------------------------------------- Property 9
+# ------------------------------------------------------------------------------- maximum turn limit
 
 
 @THREADED
 @given(st.integers(1, 6))
-def test_property_9_max_turns_ends_an_endless_loop(max_turns: int) -> None:
-    """Property 9: Maximum Turn Limit — ``max_turns`` requests, then ``max_turns``."""
+def test_max_turns_ends_an_endless_loop(max_turns: int) -> None:
+    """Maximum turn limit: ``max_turns`` requests, then ``max_turns``."""
     provider = ScriptedProvider([tool_turn(add_calls(n, [(n, 1)])) for n in range(max_turns + 3)])
     out = list(ChatClient(provider, tools=[add], model="m", max_turns=max_turns).chat("go"))
     assert finish(out).reason == "max_turns"
@@ -299,7 +297,7 @@ def test_property_9_max_turns_ends_an_endless_loop(max_turns: int) -> None:
     )
 
 
-# --------------------------------------------------------------------------- Properties 27-31
+# --------------------------------------------------------------------------- turns and history
 
 
 @st.composite
@@ -316,10 +314,10 @@ def scripts(draw: st.DrawFn) -> list[list[ProviderEvent]]:
 
 @THREADED
 @given(scripts(), st.lists(texts, max_size=3))
-def test_property_27_each_turn_starts_from_the_current_state(
+def test_each_turn_starts_from_the_current_state(
     script: list[list[ProviderEvent]], earlier: list[str]
 ) -> None:
-    """Property 27: Turn Initialization — a request holds the history so far and keeps it."""
+    """Turn initialization: a request holds the history so far and keeps it."""
     provider = Recording(["ok"] * len(earlier) + script)
     conversation = ChatClient(provider, tools=[add], model="m").conversation()
     for text in earlier:
@@ -334,10 +332,10 @@ def test_property_27_each_turn_starts_from_the_current_state(
 
 @THREADED
 @given(scripts())
-def test_property_28_a_turn_collects_everything_until_its_finish(
+def test_a_turn_collects_everything_until_its_finish(
     script: list[list[ProviderEvent]],
 ) -> None:
-    """Property 28: Event Collection Completeness — text, thinking and calls of each turn."""
+    """Event collection completeness: text, thinking and calls of each turn."""
     provider = ScriptedProvider(script)
     conversation = ChatClient(provider, tools=[add], model="m").conversation()
     list(conversation.send("go"))
@@ -350,8 +348,8 @@ def test_property_28_a_turn_collects_everything_until_its_finish(
         assert [r.ok for r in turn.results] == [True] * len(turn.tool_calls)
 
 
-def test_property_28_events_after_a_finish_are_not_consumed() -> None:
-    """Property 28: the turn ends at the finish; the runtime reads no further."""
+def test_events_after_a_finish_are_not_consumed() -> None:
+    """Event collection completeness: the turn ends at the finish; the runtime reads no further."""
     pulled: list[str] = []
 
     class Chatty(ScriptedProvider):
@@ -371,11 +369,11 @@ def test_property_28_events_after_a_finish_are_not_consumed() -> None:
 
 @THREADED
 @given(scripts())
-def test_property_29_to_31_history_holds_whole_valid_exchanges(
+def test_history_holds_whole_valid_exchanges(
     script: list[list[ProviderEvent]],
 ) -> None:
-    """Property 29: Conversation History Update; 30: Message Structure Validity; 31: Tool
-    Message Name Field — each turn adds its assistant message and every tool result."""
+    """History update, message structure validity and the tool message name field: each turn
+    adds its assistant message and every tool result."""
     provider = ScriptedProvider(script)
     conversation = ChatClient(provider, tools=[add], model="m").conversation()
     list(conversation.send("go"))
@@ -394,7 +392,7 @@ def test_property_29_to_31_history_holds_whole_valid_exchanges(
     ]
 
 
-# --------------------------------------------------------------------------- Property 32
+# -------------------------------------------------------------------- tool execution error handling
 
 
 failures = st.sampled_from([ValueError, RuntimeError, KeyError, ZeroDivisionError, OSError])
@@ -402,10 +400,10 @@ failures = st.sampled_from([ValueError, RuntimeError, KeyError, ZeroDivisionErro
 
 @THREADED
 @given(st.lists(st.tuples(st.booleans(), failures, st.text(max_size=15)), min_size=1, max_size=5))
-def test_property_32_failed_tools_are_results_and_the_chat_goes_on(
+def test_failed_tools_are_results_and_the_chat_goes_on(
     plan: list[tuple[bool, type[Exception], str]],
 ) -> None:
-    """Property 32: Tool Execution Error Handling — the error is in the tool message and the
+    """Tool execution error handling: the error is in the tool message and the
     next turn still happens."""
 
     @tool
@@ -440,13 +438,13 @@ def test_property_32_failed_tools_are_results_and_the_chat_goes_on(
     check_structure(conversation.history)
 
 
-# --------------------------------------------------------------------------- Property 34
+# ----------------------------------------------------------------------------- abort signal cleanup
 
 
 @THREADED
 @given(st.sampled_from(["stream", "tools", "close"]), st.integers(1, 4))
-def test_property_34_abort_cleans_up(where: str, n: int) -> None:
-    """Property 34: Abort Signal Cleanup — stream closed, tool threads gone, running tools told,
+def test_abort_cleans_up(where: str, n: int) -> None:
+    """Abort signal cleanup: stream closed, tool threads gone, running tools told,
     queued calls never started, one ``cancelled`` finish."""
     baseline = threading.active_count()
     started: list[int] = []
@@ -535,10 +533,10 @@ class _Holding(ScriptedProvider):
 
 @FAST
 @given(st.lists(texts.filter(bool), min_size=2, max_size=8), st.data())
-def test_property_34_the_runtime_closes_the_provider_stream_itself(
+def test_the_runtime_closes_the_provider_stream_itself(
     chunks: list[str], data: st.DataObject
 ) -> None:
-    """Property 34: on cancel the runtime stops reading and calls ``close()`` on the stream
+    """Abort signal cleanup: on cancel the runtime stops reading and calls ``close()`` on the stream
     (its connection goes back or is dropped now), even for a provider deaf to the cancel."""
     at = data.draw(st.integers(0, len(chunks) - 2))
     provider = _Holding([*(TextEvent(c) for c in chunks), FinishEvent("stop")])
@@ -553,8 +551,8 @@ def test_property_34_the_runtime_closes_the_provider_stream_itself(
     assert stream.closed
 
 
-def test_property_34_a_tool_ignoring_cancel_does_not_hold_the_chat() -> None:
-    """Property 34: a tool that never looks at the event is left running as a daemon thread;
+def test_a_tool_ignoring_cancel_does_not_hold_the_chat() -> None:
+    """A tool that never looks at the event is left running as a daemon thread;
     the chat still ends ``cancelled`` at once and its late result is dropped."""
     release = threading.Event()
 
@@ -581,7 +579,7 @@ def test_property_34_a_tool_ignoring_cancel_does_not_hold_the_chat() -> None:
     assert conversation.turns[0].results == [result]
 
 
-# --------------------------------------------------------------------------- Property 35
+# ---------------------------------------------------------------------- unexpected error resilience
 
 
 boom = st.sampled_from([RuntimeError, ValueError, KeyError, AttributeError, TypeError])
@@ -589,10 +587,10 @@ boom = st.sampled_from([RuntimeError, ValueError, KeyError, AttributeError, Type
 
 @FAST
 @given(boom, st.text(max_size=20), st.integers(0, 3))
-def test_property_35_unexpected_errors_become_error_events(
+def test_unexpected_errors_become_error_events(
     exc_type: type[Exception], message: str, after: int
 ) -> None:
-    """Property 35: Unexpected Error Resilience — a provider bug is an ErrorEvent, the chat
+    """Unexpected error resilience: a provider bug is an ErrorEvent, the chat
     ends ``error``, nothing is raised and the client keeps working."""
 
     class Buggy(ScriptedProvider):

@@ -1,10 +1,10 @@
-"""Seed Property 31 (Tool Message Name Field), checked with hypothesis.
+"""Every tool message names its tool, checked with hypothesis.
 
-"For any message with role='tool', it should include a name field identifying the tool that
-produced the result." Checked where tool messages are made (``Message.tool``), in the history
+A message with role ``tool`` carries a name field identifying the tool that produced the
+result. Checked where tool messages are made (``Message.tool``), in the history
 a chat builds (tools that succeed, fail, or do not exist; several tools per turn), in what the
 provider is sent on the next turn, and across ``Conversation.save`` / ``load``.
-test_runtime_props_chat.py's Property 29/30 test covers the rest of the history's shape.
+test_runtime_props_chat.py's history test covers the rest of the history's shape.
 """
 
 from __future__ import annotations
@@ -52,10 +52,8 @@ def tool_messages_answer_their_calls(history: list[Message]) -> None:
 
 
 @given(tool_names, st.text(min_size=1, max_size=12), results)
-def test_property_31_message_tool_names_the_tool(
-    name: str, call_id: str, result: ToolResult
-) -> None:
-    """Property 31: ``Message.tool`` always carries the tool's name (and the call's id), and
+def test_message_tool_names_the_tool(name: str, call_id: str, result: ToolResult) -> None:
+    """``Message.tool`` always carries the tool's name (and the call's id), and
     the history file format keeps it."""
     call = ToolCall.from_arguments(call_id, name, {})
     message = Message.tool(result, call)
@@ -98,10 +96,10 @@ def plans(draw: st.DrawFn) -> tuple[list[Tool], list[list[ToolCall]]]:
 
 @THREADED
 @given(plans())
-def test_property_31_every_tool_message_of_a_chat_names_its_tool(
+def test_every_tool_message_of_a_chat_names_its_tool(
     plan: tuple[list[Tool], list[list[ToolCall]]],
 ) -> None:
-    """Property 31: in the history and in every later request, each tool message — for a tool
+    """In the history and in every later request, each tool message — for a tool
     that succeeded, failed or does not exist — names the tool that was called."""
     tools, turns = plan
     script: list[list[ProviderEvent]] = [

@@ -1,8 +1,9 @@
-"""Seed Properties 25 and 26 at the runtime level: what a chat does near its context window.
+"""Token limit warning and enforcement at the runtime level: what a chat does near its context
+window.
 
-* Property 25 Token Limit Warning: a request using 90 % to 100 % of the window is preceded by
+* Token limit warning: a request using 90 % to 100 % of the window is preceded by
   ``WarningEvent("TOKEN_LIMIT_WARNING")`` and still sent; below 90 % nothing warns.
-* Property 26 Token Limit Enforcement: a request over the window is never sent; the chat ends
+* Token limit enforcement: a request over the window is never sent; the chat ends
   with ``ErrorEvent(TOKEN_LIMIT_EXCEEDED)`` then ``ChatFinishEvent("token_limit")``.
 
 The window comes from ``ChatClient(context_limits=...)`` or from the provider's
@@ -97,13 +98,13 @@ def warnings(events: list[ChatEvent]) -> list[int]:
     ]
 
 
-# --------------------------------------------------------------------------- Property 25
+# ------------------------------------------------------------------------------ token limit warning
 
 
 @RUNTIME
 @given(setups("warn"))
-def test_property_25_a_request_at_90_percent_warns_before_the_answer(setup: Setup) -> None:
-    """Property 25: Token Limit Warning — 90 % <= tokens <= 100 % of the window: one
+def test_a_request_at_90_percent_warns_before_the_answer(setup: Setup) -> None:
+    """Token limit warning: 90 % <= tokens <= 100 % of the window: one
     ``TOKEN_LIMIT_WARNING`` before the answer's first event, and the request is still sent."""
     provider, events = setup.run()
     assert len(provider.requests) == 1
@@ -119,8 +120,8 @@ def test_property_25_a_request_at_90_percent_warns_before_the_answer(setup: Setu
 
 @RUNTIME
 @given(setups("below"))
-def test_property_25_below_90_percent_nothing_warns(setup: Setup) -> None:
-    """Property 25, other side: under 90 % of the window the chat has no token warning."""
+def test_below_90_percent_nothing_warns(setup: Setup) -> None:
+    """Token limit warning, other side: under 90 % of the window the chat has no token warning."""
     assume(ceil_90(setup.limit) > 1)  # a 1-token window has no positive count below 90 %
     provider, events = setup.run()
     assert warnings(events) == []
@@ -128,13 +129,13 @@ def test_property_25_below_90_percent_nothing_warns(setup: Setup) -> None:
     assert finish(events).reason == "complete"
 
 
-# --------------------------------------------------------------------------- Property 26
+# -------------------------------------------------------------------------- token limit enforcement
 
 
 @RUNTIME
 @given(setups("over"))
-def test_property_26_a_request_over_the_window_is_never_sent(setup: Setup) -> None:
-    """Property 26: Token Limit Enforcement — nothing reaches the provider; the chat ends with
+def test_a_request_over_the_window_is_never_sent(setup: Setup) -> None:
+    """Token limit enforcement: nothing reaches the provider; the chat ends with
     ``TOKEN_LIMIT_EXCEEDED`` then ``ChatFinishEvent("token_limit")``."""
     provider, events = setup.run()
     assert provider.requests == []
@@ -163,10 +164,10 @@ def step(n: int) -> int:
     st.integers(1, 100),  # tokens each message adds
     st.integers(1, 2000),  # the window
 )
-def test_property_26_a_growing_tool_loop_stops_before_the_request_that_does_not_fit(
+def test_a_growing_tool_loop_stops_before_the_request_that_does_not_fit(
     tool_turns: int, base: int, per_message: int, limit: int
 ) -> None:
-    """Property 26 over several turns: every request sent fits the window, and the first one
+    """Every request sent fits the window, and the first one
     that would not is never sent (the chat then ends with ``token_limit``)."""
 
     def count(request: ProviderRequest) -> int:

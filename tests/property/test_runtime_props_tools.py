@@ -1,14 +1,14 @@
-"""Seed properties of tools, the ReAct fallback and token counting, checked with hypothesis.
+"""Properties of tools, the ReAct fallback and token counting, checked with hypothesis.
 
-* Property 13 (tool side): any annotation built from the supported types gives a schema that
-  accepts every value of that type, rejects values of another JSON type, and survives
+* Tool schema conversion (tool side): any annotation built from the supported types gives a schema
+  that accepts every value of that type, rejects values of another JSON type, and survives
   ``Tool.schema()`` / ``ToolRegistry.schemas()`` unchanged.
-* Property 17 ReAct Instruction Formatting, 18 ReAct Output Parsing (including label variants,
-  fences, trailing prose and invented observations), 19 ReAct JSON Validation, 20 ReAct
-  Observation Formatting, 21 ReAct Turn Completion, 33 ReAct JSON Error Recovery.
-* Property 22 Token Count Estimation, 23 Provider Tokenizer Usage, 24 Fallback Token
-  Estimation, 25 Token Limit Warning, 26 Token Limit Enforcement.
-* Property 32 Tool Execution Error Handling, and ``ToolRegistry.execute`` never raising.
+* ReAct instruction formatting, output parsing (including label variants, fences, trailing
+  prose and invented observations), JSON validation, observation formatting, turn completion
+  and JSON error recovery.
+* Token count estimation, provider tokenizer usage, fallback token estimation, token limit
+  warning and enforcement.
+* Tool execution error handling, and ``ToolRegistry.execute`` never raising.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def json_text(draw: st.DrawFn, obj: dict[str, Any]) -> str:
     return text
 
 
-# --------------------------------------------------------------------------- Property 17
+# --------------------------------------------------------------------- ReAct instruction formatting
 
 
 @given(
@@ -123,8 +123,8 @@ def json_text(draw: st.DrawFn, obj: dict[str, Any]) -> str:
         unique_by=lambda s: s.name,
     )
 )
-def test_property_17_instructions_name_every_tool(schemas: list[ToolSchema]) -> None:
-    """Property 17: ReAct Instruction Formatting — names, descriptions and parameter schemas."""
+def test_instructions_name_every_tool(schemas: list[ToolSchema]) -> None:
+    """React instruction formatting: names, descriptions and parameter schemas."""
     text = ReActToolHandler(schemas).instructions()
     for schema in schemas:
         described = schema.description or "(no description)"
@@ -135,7 +135,7 @@ def test_property_17_instructions_name_every_tool(schemas: list[ToolSchema]) -> 
         assert word in text
 
 
-# --------------------------------------------------------------------------- Property 18
+# ----------------------------------------------------------------------------- ReAct output parsing
 
 
 @st.composite
@@ -153,8 +153,8 @@ def action_replies(draw: st.DrawFn) -> tuple[str, str, str, dict[str, Any], str]
 
 
 @given(action_replies())
-def test_property_18_action_replies_parse(case: tuple[str, str, str, dict[str, Any], str]) -> None:
-    """Property 18: ReAct Output Parsing — Thought, Action and Action Input are extracted."""
+def test_action_replies_parse(case: tuple[str, str, str, dict[str, Any], str]) -> None:
+    """React output parsing: Thought, Action and Action Input are extracted."""
     reply, name, thought, args, _ = case
     handler = ReActToolHandler([ToolSchema(name)])
     step = handler.parse(reply)
@@ -167,18 +167,18 @@ def test_property_18_action_replies_parse(case: tuple[str, str, str, dict[str, A
 
 
 @given(plain_text, plain_text, st.data())
-def test_property_18_final_answers_parse(thought: str, answer: str, data: st.DataObject) -> None:
-    """Property 18: ReAct Output Parsing — Thought and Final Answer are extracted."""
+def test_final_answers_parse(thought: str, answer: str, data: st.DataObject) -> None:
+    """React output parsing: Thought and Final Answer are extracted."""
     reply = f"{data.draw(label('Thought'))} {thought}\n{data.draw(label('Final Answer'))} {answer}"
     step = ReActToolHandler([]).parse(reply)
     assert (step.thought, step.final_answer) == (thought.strip(), answer.strip())
 
 
 @given(action_replies(), st.text(max_size=60), st.text(max_size=80), st.data())
-def test_property_18_invented_observation_is_ignored(
+def test_invented_observation_is_ignored(
     case: tuple[str, str, str, dict[str, Any], str], invented: str, rest: str, data: st.DataObject
 ) -> None:
-    """Property 18: what follows a model-invented ``Observation:`` changes nothing."""
+    """ReAct output parsing: what follows a model-invented ``Observation:`` changes nothing."""
     reply, name, *_ = case
     handler = ReActToolHandler([ToolSchema(name)])
     tail = f"\n{data.draw(label('Observation'))} {invented}\n{rest}"
@@ -192,7 +192,7 @@ def test_property_18_invented_observation_is_ignored(
     assert cut.final_answer is None and cut.raw == reply.rstrip()
 
 
-# --------------------------------------------------------------------------- Property 19 / 33
+# ------------------------------------------------ ReAct JSON validation / ReAct JSON error recovery
 
 
 def _parse_input(action_input: str) -> Any:
@@ -201,10 +201,8 @@ def _parse_input(action_input: str) -> Any:
 
 
 @given(json_object, st.data())
-def test_property_19_valid_json_objects_are_accepted(
-    obj: dict[str, Any], data: st.DataObject
-) -> None:
-    """Property 19: ReAct JSON Validation — any JSON object, in any layout, is accepted as is."""
+def test_valid_json_objects_are_accepted(obj: dict[str, Any], data: st.DataObject) -> None:
+    """React JSON validation: any JSON object, in any layout, is accepted as is."""
     _, step = _parse_input(data.draw(json_text(obj)))
     assert step.error is None and step.action_input == obj
 
@@ -227,23 +225,23 @@ def invalid_inputs(draw: st.DrawFn) -> str:
 
 
 @given(invalid_inputs())
-def test_property_19_invalid_json_is_rejected(action_input: str) -> None:
-    """Property 19: ReAct JSON Validation — text that is not one JSON object is rejected."""
+def test_invalid_json_is_rejected(action_input: str) -> None:
+    """React JSON validation: text that is not one JSON object is rejected."""
     handler, step = _parse_input(action_input)
     assert step.action == "tool" and step.action_input is None and step.error
     assert not handler.is_final(step)
 
 
 @given(invalid_inputs())
-def test_property_33_invalid_json_gets_a_correction_request(action_input: str) -> None:
-    """Property 33: ReAct JSON Error Recovery — the model is asked to resend valid JSON."""
+def test_invalid_json_gets_a_correction_request(action_input: str) -> None:
+    """React JSON error recovery: the model is asked to resend valid JSON."""
     handler, step = _parse_input(action_input)
     message = handler.correction_message(step)
     assert message.startswith("Error: ")
     assert "valid JSON" in message and "Action: tool" in message and "Action Input:" in message
 
 
-# --------------------------------------------------------------------------- Property 20
+# --------------------------------------------------------------------- ReAct observation formatting
 
 
 results = st.one_of(
@@ -258,8 +256,8 @@ results = st.one_of(
 
 
 @given(results)
-def test_property_20_observation_is_the_result_json(result: ToolResult) -> None:
-    """Property 20: ReAct Observation Formatting — ``Observation: <result JSON>``."""
+def test_observation_is_the_result_json(result: ToolResult) -> None:
+    """React observation formatting: ``Observation: <result JSON>``."""
     text = ReActToolHandler([]).format_observation(result)
     assert text == "Observation: " + result.to_json()
     payload = json.loads(text.removeprefix("Observation: "))
@@ -270,14 +268,14 @@ def test_property_20_observation_is_the_result_json(result: ToolResult) -> None:
         assert result.error is not None and payload["error"]["code"] == result.error.code
 
 
-# --------------------------------------------------------------------------- Property 21
+# ---------------------------------------------------------------------------- ReAct turn completion
 
 
 @given(st.none() | action_replies(), plain_text, st.data())
-def test_property_21_final_answer_ends_the_turn(
+def test_final_answer_ends_the_turn(
     before: tuple[str, str, str, dict[str, Any], str] | None, answer: str, data: st.DataObject
 ) -> None:
-    """Property 21: ReAct Turn Completion — a Final Answer ends the turn, no tool call follows."""
+    """React turn completion: a Final Answer ends the turn, no tool call follows."""
     prefix = before[0] + "\n" if before else ""
     names = [ToolSchema(before[1])] if before else []
     handler = ReActToolHandler(names)
@@ -332,25 +330,23 @@ requests_ = st.builds(
 
 
 @given(requests_, st.booleans(), st.integers(1, 10**6))
-def test_property_22_count_is_a_positive_integer(
-    request: ProviderRequest, tokenizer: bool, n: int
-) -> None:
-    """Property 22: Token Count Estimation — every request gets a positive integer count."""
+def test_count_is_a_positive_integer(request: ProviderRequest, tokenizer: bool, n: int) -> None:
+    """Token count estimation: every request gets a positive integer count."""
     tokens, exact = TokenCounter(_Provider(tokenizer=tokenizer, count=n)).count(request)
     assert isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0
     assert exact is tokenizer
 
 
 @given(requests_, st.integers(1, 10**7))
-def test_property_23_provider_tokenizer_is_used(request: ProviderRequest, n: int) -> None:
-    """Property 23: Provider Tokenizer Usage — the provider's count, for the very request."""
+def test_provider_tokenizer_is_used(request: ProviderRequest, n: int) -> None:
+    """Provider tokenizer usage: the provider's count, for the very request."""
     provider = _Provider(tokenizer=True, count=n)
     assert TokenCounter(provider).count(request) == (n, True)
     assert len(provider.seen) == 1 and provider.seen[0] is request
 
 
 @given(requests_, st.integers(-(10**6), 0) | st.sampled_from([True, False, 2.0, "5", None]))
-def test_property_22_23_an_unusable_provider_count_falls_back_to_the_estimate(
+def test_an_unusable_provider_count_falls_back_to_the_estimate(
     request: ProviderRequest, answer: object
 ) -> None:
     """A tokenizer answer that is not a positive int cannot become the (positive) count."""
@@ -359,8 +355,8 @@ def test_property_22_23_an_unusable_provider_count_falls_back_to_the_estimate(
 
 
 @given(st.text(max_size=500))
-def test_property_24_fallback_is_ceil_chars_over_4(text: str) -> None:
-    """Property 24: Fallback Token Estimation — ceil(len(text) / 4)."""
+def test_fallback_is_ceil_chars_over_4(text: str) -> None:
+    """Fallback token estimation: ceil(len(text) / 4)."""
     assert estimate_tokens(text) == math.ceil(len(text) / 4)
     request = ProviderRequest("m", [Message.user(text)])
     counted = TokenCounter(_Provider(tokenizer=False)).count(request)
@@ -368,8 +364,8 @@ def test_property_24_fallback_is_ceil_chars_over_4(text: str) -> None:
 
 
 @given(st.integers(1, 10**7), st.data())
-def test_property_25_warning_from_90_percent(limit: int, data: st.DataObject) -> None:
-    """Property 25: Token Limit Warning — 90 % to 100 % of the window warns, below does not."""
+def test_warning_from_90_percent(limit: int, data: st.DataObject) -> None:
+    """Token limit warning: 90 % to 100 % of the window warns, below does not."""
     tokens = data.draw(st.integers(math.ceil(limit * 0.9), limit))
     check = TokenCounter(_Provider(tokenizer=True, count=tokens, context=limit)).check(
         ProviderRequest("m", [])
@@ -385,23 +381,23 @@ def test_property_25_warning_from_90_percent(limit: int, data: st.DataObject) ->
 
 
 @given(st.integers(1, 10**7), st.integers(1, 10**7))
-def test_property_26_over_the_limit_is_exceeded(limit: int, extra: int) -> None:
-    """Property 26: Token Limit Enforcement — more tokens than the window is ``exceeded``."""
+def test_over_the_limit_is_exceeded(limit: int, extra: int) -> None:
+    """Token limit enforcement: more tokens than the window is ``exceeded``."""
     counter = TokenCounter(_Provider(tokenizer=False), context_limits={"m": limit})
     request = ProviderRequest("m", [Message.user("x" * (4 * (limit + extra)))])
     check = counter.check(request)
     assert check.tokens == limit + extra and check.exceeded and check.warning
 
 
-# --------------------------------------------------------------------------- Property 32
+# -------------------------------------------------------------------- tool execution error handling
 
 
 _EXCEPTIONS = [ValueError, RuntimeError, KeyError, ZeroDivisionError, OSError, TypeError, Exception]
 
 
 @given(st.sampled_from(_EXCEPTIONS), st.text(max_size=40))
-def test_property_32_tool_errors_become_results(exc_type: type[Exception], message: str) -> None:
-    """Property 32: Tool Execution Error Handling — the error is in the result; tools go on."""
+def test_tool_errors_become_results(exc_type: type[Exception], message: str) -> None:
+    """Tool execution error handling: the error is in the result; tools go on."""
 
     def failing(x: int) -> None:
         raise exc_type(message)
@@ -445,7 +441,7 @@ _CODES = {
     json_object | st.text(max_size=30),
 )
 def test_execute_never_raises(name: str, args: dict[str, Any] | str) -> None:
-    """Property 32: any call — unknown tool, any arguments — gives a result, never an error."""
+    """Any call — unknown tool, any arguments — gives a result, never an error."""
     result = _registry().execute(ToolCall.from_arguments("id", name, args))
     assert isinstance(result, ToolResult)
     payload = json.loads(result.to_json())
@@ -454,7 +450,7 @@ def test_execute_never_raises(name: str, args: dict[str, Any] | str) -> None:
         assert payload["error"]["code"] == result.error.code
 
 
-# --------------------------------------------------------------------------- Property 13 (tools)
+# --------------------------------------------------------------------------- tool schema conversion
 
 
 class Color(enum.Enum):
@@ -519,10 +515,10 @@ def _tool_for(annotation: Any) -> Tool:
 
 
 @given(annotated, st.data())
-def test_property_13_schema_accepts_its_type(
+def test_schema_accepts_its_type(
     case: tuple[Any, st.SearchStrategy[Any], st.SearchStrategy[Any]], data: st.DataObject
 ) -> None:
-    """Property 13: Tool Schema Conversion — values of the annotated type pass and come back."""
+    """Tool schema conversion: values of the annotated type pass and come back."""
     annotation, valid, _ = case
     t = _tool_for(annotation)
     registry = ToolRegistry([t])
@@ -535,10 +531,10 @@ def test_property_13_schema_accepts_its_type(
 
 
 @given(annotated, st.data())
-def test_property_13_schema_rejects_other_types(
+def test_schema_rejects_other_types(
     case: tuple[Any, st.SearchStrategy[Any], st.SearchStrategy[Any]], data: st.DataObject
 ) -> None:
-    """Property 13: a value of another JSON type is TOOL_INVALID_ARGUMENTS, the tool not run."""
+    """A value of another JSON type is TOOL_INVALID_ARGUMENTS, the tool not run."""
     annotation, _, wrong = case
     value = data.draw(wrong)
     assume(value is not None)

@@ -79,7 +79,7 @@ def kinds(events: list[Any]) -> list[str]:
 
 
 def test_plain_answer_forwards_text_in_order_and_finishes_complete() -> None:
-    """Property 4: events are forwarded in order with the same content."""
+    """Event stream forwarding: events are forwarded in order with the same content."""
     usage = Usage(5, 3, 8)
     chat, provider = client(
         [ThinkingEvent("hm"), TextEvent("Hel"), TextEvent("lo"), FinishEvent("stop", usage)]
@@ -99,7 +99,7 @@ def test_plain_answer_forwards_text_in_order_and_finishes_complete() -> None:
 
 
 def test_tool_turn_then_answer() -> None:
-    """Properties 6, 7, 29, 31: calls run after the stream, results go back as tool messages."""
+    """Calls run after the stream, results go back as tool messages."""
     chat, provider = client(
         [TextEvent("Let me add."), call("add", {"a": 2, "b": 3}), FinishEvent("tool")],
         "It is 5.",
@@ -128,33 +128,32 @@ def test_tool_turn_then_answer() -> None:
     assert provider.requests[0].tools is not None and provider.requests[0].tools[0].name == "add"
     assert [m.role for m in conv.history] == ["user", "assistant", "tool", "assistant"]
     assert conv.history[-1].text == "It is 5."
-    assert all(m.parts for m in conv.history)  # Property 30: every message has a part
+    assert all(
+        m.parts for m in conv.history
+    )  # Message structure validity: every message has a part
 
 
-def test_parallel_tools_take_about_the_slowest_not_the_sum() -> None:
-    """Property 8: 6 tools of 0.3 s each finish in well under their 1.8 s sum."""
-    started: list[float] = []
+def test_the_tools_of_a_turn_run_at_the_same_time() -> None:
+    """6 calls of a turn all run at once: each waits for the other five at a barrier, which
+    a one-after-another run would break (every call would fail); results keep call order."""
+    barrier = threading.Barrier(6, timeout=10)
 
     @tool
-    def nap(i: int) -> int:
-        """Sleep a little.
+    def meet(i: int) -> int:
+        """Wait for every other call.
 
         Args:
             i: Index.
         """
-        started.append(time.monotonic())
-        time.sleep(0.3)
+        barrier.wait()
         return i
 
-    calls = [call("nap", {"i": i}, id=f"c{i}") for i in range(6)]
-    chat, _ = client([*calls, FinishEvent("tool")], "done", tools=[nap])
-    t0 = time.monotonic()
+    calls = [call("meet", {"i": i}, id=f"c{i}") for i in range(6)]
+    chat, _ = client([*calls, FinishEvent("tool")], "done", tools=[meet])
     events = list(chat.chat("go"))
-    elapsed = time.monotonic() - t0
     results = [e for e in events if isinstance(e, ToolCallResultEvent)]
     assert [r.result.data for r in results] == list(range(6))  # call order
-    assert max(started) - min(started) < 0.25  # all began together
-    assert elapsed < 1.5
+    assert all(r.result.ok for r in results)
 
 
 def test_max_parallel_tools_bounds_concurrency() -> None:
@@ -185,7 +184,7 @@ def test_max_parallel_tools_bounds_concurrency() -> None:
 
 
 def test_failing_and_unknown_tools_become_results_and_the_loop_goes_on() -> None:
-    """Property 32: failures are results the model sees; the chat continues."""
+    """Tool execution error handling: failures are results the model sees; the chat continues."""
     chat, provider = client(
         [call("explode", {"reason": "boom"}, "a"), call("nope", {}, "b"), FinishEvent("tool")],
         "sorry",
@@ -245,7 +244,7 @@ def test_different_failures_are_not_a_loop() -> None:
 
 
 def test_max_turns() -> None:
-    """Property 9: a model that never stops calling tools ends at max_turns."""
+    """Maximum turn limit: a model that never stops calling tools ends at max_turns."""
     turns = [[call("add", {"a": i, "b": 1}), FinishEvent("tool")] for i in range(10)]
     chat, provider = client(*turns, tools=[add], max_turns=3)
     events = list(chat.chat("x"))
@@ -275,7 +274,7 @@ def test_unknown_provider_and_missing_model_are_error_events_not_exceptions() ->
 
 
 def test_a_provider_that_raises_becomes_an_error_event() -> None:
-    """Property 35: an unexpected error is reported, nothing escapes chat()."""
+    """Unexpected error resilience: an unexpected error is reported, nothing escapes chat()."""
 
     class Broken(ScriptedProvider):
         def chat_stream(self, request: Any) -> Any:
@@ -304,7 +303,7 @@ def test_token_limit_warning_and_stop() -> None:
 
 
 def test_the_token_warning_comes_before_every_request_that_is_close_to_the_limit() -> None:
-    """API.md §6: the estimate is checked before every request; each at >= 90 % warns."""
+    """README, Token limits: the estimate is checked before every request; each at >= 90 % warns."""
     counts = iter([91, 80, 95])
     turn = [call("add", {"a": 1, "b": 1}), FinishEvent("tool")]
     chat, provider = client(
@@ -333,7 +332,7 @@ def test_context_limits_override_the_provider() -> None:
 
 
 def test_cancel_during_a_silent_stream() -> None:
-    """Properties 5, 34: cancel ends a hanging turn promptly, nothing left running."""
+    """Cancel ends a hanging turn promptly, nothing left running."""
     baseline = threading.active_count()
     chat, _ = client(ScriptedTurn([TextEvent("so far")], hang=True))
     cancel = threading.Event()
@@ -484,7 +483,7 @@ def test_react_mode_for_a_model_without_tool_calling() -> None:
 
 
 def test_react_invalid_json_asks_for_a_correction() -> None:
-    """Property 33: invalid Action Input → a correction message, then a retry."""
+    """ReAct JSON error recovery: invalid Action Input → a correction message, then a retry."""
     chat, provider = client(
         "Thought: add\nAction: add\nAction Input: {a: 2",
         'Action: add\nAction Input: {"a": 1, "b": 1}',
@@ -622,7 +621,7 @@ def test_bad_settings_raise_config_error() -> None:
 
 
 def test_history_given_to_a_turn_is_a_snapshot() -> None:
-    """Property 27: each turn starts from the conversation state as it was."""
+    """Turn initialization: each turn starts from the conversation state as it was."""
     chat, provider = client([call("add", {"a": 1, "b": 1}), FinishEvent("tool")], "2", tools=[add])
     list(chat.chat("x"))
     assert len(provider.requests[0].messages) == 1

@@ -246,7 +246,8 @@ def _silent(client: Any, req: Any) -> None:
 
 
 def test_cancel_reaches_the_setup_requests_before_the_first_turn() -> None:
-    """API.md §6: cancel stops everything, also the requests made before the chat request.
+    """README, The chat runtime: cancel stops everything, also the requests made before the chat
+    request.
 
     The runtime asks ``/api/show`` for the window (token guard) and, with tools in auto mode,
     for the model's capabilities, passing its ``cancel`` to those provider methods. Against a

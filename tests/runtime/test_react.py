@@ -305,7 +305,8 @@ def test_round_trip_through_a_real_registry() -> None:
 
 
 def test_a_lone_underscore_input_is_invalid_json_not_markup() -> None:
-    """Regression (found by property 19): "_" after the colon is the input, not emphasis."""
+    """Regression (found by the ReAct JSON validation property): "_" after the colon is the input,
+    not emphasis."""
     handler = ReActToolHandler([ToolSchema("t")])
     step = handler.parse("Action: t\nAction Input: _")
     assert step.error is not None and step.action_input is None

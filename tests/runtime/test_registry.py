@@ -21,8 +21,8 @@ NAMES = st.lists(
 
 
 @given(NAMES)
-def test_property_1_register_then_get_returns_the_same_instance(names: list[str]) -> None:
-    """Property 1: Provider Registration and Retrieval."""
+def test_register_then_get_returns_the_same_instance(names: list[str]) -> None:
+    """Provider registration and retrieval: Provider Registration and Retrieval."""
     registry = ProviderRegistry()
     adapters = {name: ScriptedProvider(name=name) for name in names}
     for adapter in adapters.values():
@@ -32,8 +32,8 @@ def test_property_1_register_then_get_returns_the_same_instance(names: list[str]
 
 
 @given(NAMES.filter(bool), st.data())
-def test_property_2_default_resolution(names: list[str], data: st.DataObject) -> None:
-    """Property 2: the default is what get_default() and get() without a name return."""
+def test_default_resolution(names: list[str], data: st.DataObject) -> None:
+    """The default is what get_default() and get() without a name return."""
     registry = ProviderRegistry()
     for name in names:
         registry.register(ScriptedProvider(name=name))
@@ -44,8 +44,8 @@ def test_property_2_default_resolution(names: list[str], data: st.DataObject) ->
 
 
 @given(NAMES)
-def test_property_3_list_is_complete_without_duplicates(names: list[str]) -> None:
-    """Property 3: list() returns exactly the registered names, once each."""
+def test_list_is_complete_without_duplicates(names: list[str]) -> None:
+    """Provider listing: list() returns exactly the registered names, once each."""
     registry = ProviderRegistry()
     for name in names:
         registry.register(ScriptedProvider(name=name))

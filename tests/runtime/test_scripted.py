@@ -183,12 +183,12 @@ def test_context_length_capabilities_and_repr() -> None:
     assert ScriptedProvider().context_length("m") is None
 
 
-# --------------------------------------------------------------------------- seed properties
+# --------------------------------------------------------------------------- properties
 
 
 @given(st.text(max_size=40), st.booleans())
-def test_property_10_provider_interface_compliance(text: str, counting: bool) -> None:
-    """Property 10: Provider Interface Compliance — a stream of events, one terminal."""
+def test_provider_interface_compliance(text: str, counting: bool) -> None:
+    """Provider interface compliance: a stream of events, one terminal."""
     provider = ScriptedProvider([text], token_counter=(lambda r: 5) if counting else None)
     assert isinstance(provider, ProviderAdapter)
     assert provider.streaming_format == "memory"
@@ -201,8 +201,8 @@ def test_property_10_provider_interface_compliance(text: str, counting: bool) ->
     st.lists(st.text(max_size=200), min_size=1, max_size=5),
     st.one_of(st.none(), st.integers(1, 10**6)),
 )
-def test_property_11_token_counting_is_positive(texts: list[str], fixed: int | None) -> None:
-    """Property 11: Optional Method Presence — count_tokens returns a positive number."""
+def test_token_counting_is_positive(texts: list[str], fixed: int | None) -> None:
+    """Optional method presence: count_tokens returns a positive number."""
     counter: Any = None if fixed is None else (lambda r: fixed)
     provider = ScriptedProvider(token_counter=counter)
     req = ProviderRequest("m", [Message.user(t) for t in texts])

@@ -133,7 +133,7 @@ def test_failing_or_odd_tokenizer_falls_back_to_the_estimate(answer: Any) -> Non
 
 
 def test_zero_from_the_tokenizer_is_not_trusted() -> None:
-    """Property 22: the count is a positive integer; no real request is zero tokens long."""
+    """The count is a positive integer; no real request is zero tokens long."""
     assert TokenCounter(Provider(tokenizer=True, count=0)).count(request("x" * 40)) == (10, False)
 
 

@@ -125,7 +125,7 @@ def test_scalars_required_and_defaults() -> None:
 
 
 def test_api_example_get_weather() -> None:
-    """The API.md §5 example: description and per-argument text from a Google docstring."""
+    """The README's Tools example: description and per-argument text from a Google docstring."""
 
     @tool
     def get_weather(city: str, unit: Literal["c", "f"] = "c") -> dict[str, Any]:

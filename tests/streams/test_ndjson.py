@@ -146,3 +146,30 @@ def test_property_arbitrary_bytes_end_only_in_the_librarys_error(
         return
     assert all(type(o) is dict for o in whole)
     assert list(iter_ndjson(pieces(body, cuts), max_line=64)) == whole
+
+
+_LINES = st.one_of(
+    _OBJECTS.map(lambda o: json.dumps(o, ensure_ascii=False).encode()),
+    _OBJECTS.map(lambda o: json.dumps(o).encode() + b"\r"),
+    _OBJECTS.map(lambda o: json.dumps(o).encode() + b" x"),
+    st.binary(max_size=12).map(lambda b: b"{" + b),
+    st.binary(max_size=12),
+    st.sampled_from([b"", b" ", b"\r", b"[1]", b"{\x00}", b'"\xef\xbb\xbf{}"']),
+)
+
+
+@given(st.lists(_LINES, max_size=30), st.lists(st.integers(1, 3000), max_size=3))
+@settings(max_examples=300)
+def test_property_many_lines_in_one_chunk_match_one_line_per_chunk(
+    lines: list[bytes], cuts: list[int]
+) -> None:
+    """A server that outruns the reader packs many lines into one chunk (invalid UTF-8, NUL,
+    CR, non-objects among them): the same objects, the same skip count, as line by line."""
+    lines = [line.replace(b"\n", b"") for line in lines]
+    one_by_one = NDJSONDecoder()
+    expected = [obj for line in lines for obj in one_by_one.feed(line + b"\n")]
+    packed = NDJSONDecoder()
+    body = b"".join(line + b"\n" for line in lines)
+    got = [obj for chunk in pieces(body, cuts) for obj in packed.feed(chunk)]
+    assert got == expected
+    assert packed.skipped == one_by_one.skipped

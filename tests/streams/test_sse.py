@@ -317,3 +317,24 @@ def test_property_arbitrary_bytes_end_only_in_the_librarys_error(
         assert isinstance(exc, BadResponse)
     else:
         assert all(isinstance(e.data, str) for e in events)
+
+
+_DATA_BLOCK = st.binary(max_size=16).map(
+    lambda v: b"data: " + v.replace(b"\n", b"").replace(b"\r", b"") + b"\n\n"
+)
+
+
+@given(
+    st.lists(
+        st.one_of(_DATA_BLOCK, _DATA_BLOCK, _FIELD_LINES.map(lambda v: v + b"\n")), max_size=40
+    ),
+    st.lists(st.integers(min_value=1, max_value=4000), max_size=4),
+)
+@settings(max_examples=300)
+def test_property_many_events_in_one_chunk_match_the_spec_reading(
+    parts: list[bytes], cuts: list[int]
+) -> None:
+    """A server that outruns the reader packs many events into one chunk (any bytes, invalid
+    UTF-8 included, between the blocks other fields): the same events as the literal reading."""
+    body = b"".join(parts)
+    assert as_tuples(parse(body, cuts)) == reference(body)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from transport_support import _read_request as read_request, open_fds, wait_for_threads
+from transport_support import open_fds, read_request, wait_for_threads
 
 from ollm_lite.errors import Cancelled, RequestTimeout
 from ollm_lite.transport import RetryPolicy, Timeouts, Transport

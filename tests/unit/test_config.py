@@ -154,8 +154,8 @@ def test_malformed_references_are_config_errors(text: str) -> None:
 
 
 def test_malformed_references_load_as_written_and_are_reported(tmp_path: Path) -> None:
-    """API.md §8: only unreadable TOML and an unset ${VAR} raise; a malformed reference loads
-    unexpanded and validate_config names the field and what is wrong, once per field."""
+    """README, Configuration: only unreadable TOML and an unset ${VAR} raise; a malformed reference
+    loads unexpanded and validate_config names the field and what is wrong, once per field."""
     path = write(
         tmp_path,
         'model = "${A B}"\n'

@@ -42,7 +42,7 @@ CODES = {
 
 @pytest.mark.parametrize(("cls", "code"), CODES.items())
 def test_every_class_has_its_stable_code(cls: type[OllmError], code: str) -> None:
-    """Each class carries the code API.md section 7 fixes, as a class attribute."""
+    """Each class carries the code the README's Error codes table fixes, as a class attribute."""
     assert cls.code == code
     assert issubclass(cls, OllmError)
     assert cls("x").code == code
@@ -83,8 +83,8 @@ def test_pickling_keeps_every_attribute(cls: type[OllmError]) -> None:
 
 
 def test_builtin_bases_match_meaning() -> None:
-    """Config errors are ValueErrors, unknown providers KeyErrors (API.md: "KeyError-like"),
-    unsupported ops NotImplementedErrors."""
+    """Config errors are ValueErrors, unknown providers KeyErrors (a KeyError, as for a missing
+    mapping key), unsupported ops NotImplementedErrors."""
     assert issubclass(ConfigError, ValueError)
     assert issubclass(ProviderNotFound, KeyError)
     missing = ProviderNotFound("no provider named 'x'")
