@@ -43,7 +43,6 @@ Importing this module imports no HTTP library (the CLI's ``--help`` stays fast).
 from __future__ import annotations
 
 import difflib
-import ipaddress
 import logging
 import math
 import os
@@ -53,10 +52,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from ._http_errors import _Redactor, _unsendable
 from .errors import ConfigError
+from .http.secrets import Redactor, unsendable
+from .http.urls import URLProblem, parse_base_url, without_userinfo
 
 __all__ = [
     "BACKENDS",
@@ -632,7 +631,7 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
             ConfigIssue(f"{where}.api_key", f"must be a string, got {_type_name(api_key)}")
         )
     elif api_key:
-        why = _unsendable(api_key)
+        why = unsendable(api_key)
         if why:
             issues.append(
                 ConfigIssue(f"{where}.api_key", f"holds {why}: it cannot be sent in a header")
@@ -672,90 +671,20 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
 
 
 def _url_problem(url: Any, *, ollama_host: bool = False) -> str | None:
-    """What is wrong with ``url`` as a base URL, or ``None``.
+    """What is wrong with ``url`` as a base URL, or ``None`` (the providers' own parser).
 
     ``ollama_host``: also accept a bare IPv6 address (``::1``, ``::``), as ``OLLAMA_HOST`` does.
     Messages never show URL user-info (``user:pass@``), with or without a scheme.
     """
     if not isinstance(url, str):
         return f"must be a string, got {_show(url)}"
-    text = url.strip()
-    if not text:
+    if not url.strip():
         return "must not be empty"
-    bad = f"malformed URL {_without_userinfo(url)!r}"
-    # Bare host, host:port and :port mean http:// (Ollama's OLLAMA_HOST rules, which the
-    # providers follow for every base URL).
-    if "://" not in text:
-        problem = _schemeless_problem(text, ollama_host=ollama_host)
-        if problem:
-            return f"{bad}: {problem}"
-        hostport = text.partition("/")[0].rpartition("@")[2]
-        if ":" in hostport and not hostport.startswith("[") and _is_ip(hostport):
-            text = text.replace(hostport, f"[{hostport}]", 1)  # bare IPv6, accepted for Ollama
-        elif text.startswith(":"):
-            text = "127.0.0.1" + text
-        text = "http://" + text
     try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
-        return f"{bad}: bad port"
-    if parts.scheme not in ("http", "https"):
-        return f"{bad}: the scheme must be http or https, not {parts.scheme!r}"
-    if not parts.hostname:
-        return f"{bad}: expected http(s)://host[:port]"
-    if port == 0:
-        return f"{bad}: bad port"
-    if any(ch.isspace() for ch in text):
-        return f"{bad}: contains white space"
+        parse_base_url(url, bare_ipv6=ollama_host)
+    except URLProblem as exc:
+        return f"malformed URL {without_userinfo(url)!r}: {exc.reason}"
     return None
-
-
-def _without_userinfo(url: str) -> str:
-    """``url`` with anything like ``user:pass@`` as ``***@``, wherever the (possibly
-    mistyped) scheme leaves it."""
-    return _ANY_USERINFO.sub("***@", url)
-
-
-_ANY_USERINFO = re.compile(r"[^/@\s]+@")
-_MANGLED_HTTP = re.compile(r"(https?)(?::(?!//)|/)", re.IGNORECASE)
-_NO_COLON = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)//")
-
-
-def _schemeless_problem(text: str, *, ollama_host: bool) -> str | None:
-    """What is wrong with a base URL written without ``scheme://``, or ``None``.
-
-    Accepted as ``OLLAMA_HOST`` accepts it: ``host``, ``host:port``, ``:port``,
-    ``[v6]:port``, each with an optional ``/path`` (a bare ``::1`` only for Ollama). Rejected:
-    a mistyped scheme (``http:/x``, ``http//x``, ``htp:/x``) and an empty port (``host:``).
-    """
-    mangled = _MANGLED_HTTP.match(text)
-    if mangled:
-        scheme = mangled.group(1)
-        return f"expected {scheme.lower()}://host[:port] ({scheme!r} must be followed by '://')"
-    hostport = text.partition("/")[0].rpartition("@")[2]
-    if ":" in hostport and not hostport.startswith("[") and _is_ip(hostport):
-        if ollama_host:
-            return None
-        return f"an IPv6 address needs brackets: http://[{hostport}]:port"
-    if hostport.endswith(":"):
-        return (
-            f"empty port after {hostport!r} (a misspelt scheme? expected "
-            "http(s)://host[:port] or host:port)"
-        )
-    slashes = _NO_COLON.match(text)
-    if slashes:
-        scheme = slashes.group(1) + "//"
-        return f"{scheme!r} lacks the ':' of a scheme: expected http(s)://host[:port]"
-    return None
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _unknown_provider(name: str) -> str:
@@ -829,7 +758,7 @@ def mask_secrets(text: str, secrets: list[str]) -> str:
 
     Masked by the library's one redactor (the transport's), with its minimum secret length.
     """
-    return _Redactor(secrets)(_USERINFO.sub("***@", text))
+    return Redactor(secrets)(_USERINFO.sub("***@", text))
 
 
 # --------------------------------------------------------------------------- display

@@ -28,7 +28,6 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from .._http_errors import error_for_status
 from ..errors import (
     AuthenticationError,
     BadResponse,
@@ -37,7 +36,10 @@ from ..errors import (
     HTTPStatusError,
     OllmError,
 )
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
+from ..http.errors import error_for_status
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
+from ..http.urls import normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -86,7 +88,7 @@ class GeminiProvider(BaseProvider):
         api_key: Default: ``$GEMINI_API_KEY``, else ``$GOOGLE_API_KEY``. Without one, calls
             fail with ``LLM_AUTH_FAILED`` (``health()`` says so, never raises).
         base_url: Default: Google's endpoint (a loopback URL for tests and proxies).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2; 429 honours the
             server's ``retryDelay`` up to 60 s).
 

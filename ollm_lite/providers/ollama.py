@@ -1,6 +1,6 @@
 """Ollama over its native API (``/api/chat``, ``/api/tags``, ``/api/embed`` …): ``LocalProvider``.
 
-Streams are NDJSON; every request goes through one :class:`~ollm_lite.transport.Transport`
+Streams are NDJSON; every request goes through one :class:`~ollm_lite.http.transport.Transport`
 (timeouts, retries before the first byte, cancellation, status → exception). The pure
 request/response mapping lives in :mod:`ollm_lite.providers._ollama_wire`;
 :func:`message_to_ollama` / :func:`message_from_ollama` are re-exported here to convert
@@ -27,8 +27,10 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from ..errors import BadResponse, Cancelled, ConfigError, ModelNotFound, OllmError
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
+from ..http.urls import normalize_base_url
 from ..streams import NDJSONDecoder
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -81,7 +83,7 @@ class LocalProvider(BaseProvider):
             ``http://localhost:11434``.
         api_key: Key for ollama.com's hosted API, sent as ``Authorization: Bearer``.
             Default: ``$OLLAMA_API_KEY``, else none (a local server needs none).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/api/embed`` request (default 100).
         num_ctx: Context window to request for every chat (``options.num_ctx``); also what

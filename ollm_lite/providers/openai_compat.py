@@ -43,8 +43,10 @@ from ..errors import (
     ModelNotFound,
     OllmError,
 )
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
+from ..http.urls import normalize_base_url
 from ..streams import SSEDecoder
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -131,7 +133,7 @@ class OpenAICompatibleProvider(BaseProvider):
         api_key: Key sent in the backend's auth headers (``Authorization: Bearer``; LM Studio
             also gets ``X-API-Key``). Default: ``$OPENAI_COMPATIBLE_API_KEY``, else none.
         backend: One of ``lmstudio``, ``localai``, ``kobold``, ``llamacpp``, ``generic``.
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/v1/embeddings`` request (default 64).
 

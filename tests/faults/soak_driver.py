@@ -28,10 +28,10 @@ from typing import Any
 from transport_support import open_fds, wait_for_threads
 
 from ollm_lite.chat import ChatClient
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
-from ollm_lite.transport import Timeouts
 
 WORDS = 20
 EXPECTED = "".join(f" w{i}" for i in range(WORDS))

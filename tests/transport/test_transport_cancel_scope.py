@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from transport_support import Request, respond, serve, silent, stream_script, wait_for_threads
 
+from ollm_lite._cancel_scope import cancel_scope
 from ollm_lite.errors import Cancelled
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
 from ollm_lite.providers import LocalProvider
-from ollm_lite.transport import RetryPolicy, Timeouts, Transport, cancel_scope
 
 LIMIT = 0.5
 """Seconds from ``set()`` to ``Cancelled``."""

@@ -23,7 +23,8 @@ import pytest
 from transport_support import _read_request as read_request, open_fds, wait_for_threads
 
 from ollm_lite.errors import Cancelled, RequestTimeout
-from ollm_lite.transport import RetryPolicy, Timeouts, Transport
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
 
 LIMIT = 0.5
 """Seconds from ``cancel.set()`` (or the deadline) to the end of the call."""

@@ -28,9 +28,10 @@ from ollm_lite.errors import (
     RateLimited,
     RequestTimeout,
 )
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
 from ollm_lite.providers import LocalProvider, OpenAICompatibleProvider, VllmProvider
 from ollm_lite.streams import SSEDecoder
-from ollm_lite.transport import RetryPolicy, Timeouts, Transport
 
 EVENTS = [b'data: {"i": %d}\n\n' % i for i in range(5)]
 

@@ -1,0 +1,381 @@
+"""HTTP transport: the one place a request is sent.
+
+One :class:`Transport` per provider instance owns one ``requests.Session`` (connection reuse;
+safe to share between threads for separate requests) and gives providers two calls:
+:meth:`Transport.request_json` for whole answers and :meth:`Transport.open_stream` for
+streamed ones. Around every request it adds:
+
+* timeouts suited to local servers: connect 5 s, idle 120 s (the longest gap without content),
+  and an optional total deadline (:class:`~ollm_lite.http.policy.Timeouts`);
+* retries *before the first byte reaches the caller* only: connection errors, 408, 429, 500,
+  502, 503, 504, with exponential backoff and jitter, honouring ``Retry-After`` and
+  ``retry-after-ms`` up to 60 s (:class:`~ollm_lite.http.policy.RetryPolicy`). Content already
+  delivered is never replayed;
+* one mapping from HTTP status to the exception tree
+  (:func:`~ollm_lite.http.errors.error_for_status`), carrying the server's own message, never
+  its whole body;
+* cancellation through a ``threading.Event``: the transport's one watcher thread
+  (:mod:`ollm_lite.http.cancel`) shuts the socket down when the event is set (or the deadline
+  passes), which interrupts a read that is blocked on a silent server. A cancel already set
+  sends nothing. The events of enclosing ``cancel_scope`` blocks are obeyed too;
+* redaction: API keys never appear in errors or logs, and custom auth headers are dropped when a
+  redirect leaves the host. Credentials in the base URL become basic auth (``requests``' own).
+
+No ``requests``, ``urllib3`` or ``json`` exception escapes: everything becomes an
+:class:`~ollm_lite.errors.OllmError`. ``KeyboardInterrupt`` passes through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple
+
+import requests
+
+from .. import __version__
+from ..errors import BadResponse, Cancelled, OllmError, RequestTimeout
+from .cancel import CancelFlag, Scope, Watchdog, current, effective_cancel
+from .errors import error_for_status
+from .failures import Origin, cancelled, send_failure
+from .policy import MAX_ERROR_BODY, Retryable, RetryPolicy, Timeouts
+from .response import StreamResponse
+from .secrets import Redactor, basic_token, check_sendable
+from .urllib3_hooks import Adapter, Session
+from .urls import split_userinfo
+
+__all__ = ["Transport"]
+
+#: The name the transport has always logged under, kept for users' logging configuration.
+logger = logging.getLogger("ollm_lite.transport")
+
+#: The only codings asked for (and decoded here, bounded): not brotli or zstd, whatever
+#: optional packages urllib3 finds installed.
+_ACCEPT_ENCODING = "gzip, deflate"
+
+
+class Transport:
+    """HTTP access for one provider instance.
+
+    Args:
+        base_url: Server root, already normalised (see
+            :func:`~ollm_lite.http.urls.normalize_base_url`). Credentials in it
+            (``http://user:pw@host``) are sent as basic auth (unless ``headers`` has an
+            ``Authorization``) and kept out of ``base_url`` and messages.
+        provider: Provider name used in messages and error details.
+        headers: Headers sent with every request (auth included).
+        secrets: Values that must never appear in messages (API keys). Each must be sendable
+            in a header (no surrounding blank or line break, no control character, Latin-1).
+        timeouts: Default limits; per request, ``timeout=`` sets the total deadline.
+        retry: Retry policy for failures before the first byte.
+        start_hint: What to tell the user when the server cannot be reached.
+        model_hint: Added to ``MODEL_NOT_FOUND`` messages; ``{model}`` is replaced.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        provider: str,
+        headers: Mapping[str, str] | None = None,
+        secrets: Sequence[str] = (),
+        timeouts: Timeouts | None = None,
+        retry: RetryPolicy | None = None,
+        start_hint: str = "",
+        model_hint: str = "",
+    ) -> None:
+        check_sendable(provider, secrets, headers or {})
+        self.base_url, credentials = split_userinfo(base_url)
+        self.provider = provider
+        self.timeouts = timeouts or Timeouts()
+        self.retry = retry or RetryPolicy()
+        self.start_hint = start_hint
+        self.model_hint = model_hint
+        self._origin = Origin(provider, self.base_url, start_hint)
+        self._headers = {"User-Agent": f"ollm-lite/{__version__}", **(headers or {})}
+        self._auth: tuple[str, str] | None = None
+        if credentials is not None:
+            secrets = [*secrets, *credentials, basic_token(*credentials)]
+            if not any(k.lower() == "authorization" for k in self._headers):
+                self._auth = credentials
+        self.redact = Redactor(secrets)
+        self._watchdog = Watchdog()
+        self._session: Session | None = None
+        self._session_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Transport(provider={self.provider!r}, base_url={self.base_url!r})"
+
+    @property
+    def session(self) -> requests.Session:
+        """The ``requests.Session`` (created on first use)."""
+        if self._session is None:
+            with self._session_lock:
+                if self._session is None:
+                    session = Session()
+                    adapter = Adapter()
+                    session.mount("http://", adapter)
+                    session.mount("https://", adapter)
+                    session.headers["Accept-Encoding"] = _ACCEPT_ENCODING
+                    session.headers.update(self._headers)
+                    session.auth = self._auth
+                    self._session = session
+        return self._session
+
+    def close(self) -> None:
+        """Close pooled connections (and the watcher thread, when no request is open)."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        self._watchdog.close()
+
+    def url(self, path: str) -> str:
+        """Absolute URL of ``path`` (an absolute URL is returned unchanged)."""
+        if "://" in path:
+            return path
+        return self.base_url + ("" if path.startswith("/") else "/") + path
+
+    # ------------------------------------------------------------------ public calls
+
+    def open_stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
+        timeout: float | None = None,
+        model: str | None = None,
+        not_found: Literal["model", "route"] = "route",
+        retry: bool = True,
+    ) -> StreamResponse:
+        """Send a request and return the open response once a success status arrived.
+
+        Args:
+            method: HTTP method.
+            path: Path below ``base_url`` (or an absolute URL).
+            json_body: JSON body.
+            params: Query parameters.
+            headers: Extra headers for this request.
+            cancel: Setting it interrupts the request at any point. The events of the
+                enclosing ``cancel_scope`` blocks are watched as well.
+            timeout: Total deadline in seconds (``None``: the transport default).
+            model: Model name for messages and ``MODEL_NOT_FOUND``.
+            not_found: Whether a 404 means the model (``"model"``) or the route is missing.
+            retry: Whether to apply the retry policy.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` for a header value that cannot be sent.
+            Cancelled: ``CANCELLED``.
+            ConnectionFailed: ``CONNECTION_FAILED``.
+            RequestTimeout: ``LLM_TIMEOUT``.
+            AuthenticationError, ModelNotFound, RateLimited, HTTPStatusError: from the status.
+        """
+        timeouts = (
+            self.timeouts
+            if timeout is None
+            else Timeouts(self.timeouts.connect, self.timeouts.idle, timeout)
+        )
+        deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
+        flag = effective_cancel(cancel)
+        url = self.url(path)
+        req_headers = dict(headers or {})
+        check_sendable(self.provider, (), req_headers)
+        body = None
+        if json_body is not None:
+            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
+            req_headers.setdefault("Content-Type", "application/json")
+        request = _Request(method, url, body, params, req_headers, flag, deadline, timeouts, model)
+        attempt = 0
+        stale_resent = False
+        while True:
+            if flag is not None and flag.is_set():
+                raise cancelled(self._origin, model)
+            try:
+                return self._send_once(request, not_found)
+            except Retryable as exc:
+                if exc.stale and not stale_resent:
+                    stale_resent = True
+                    logger.debug("%s %s: pooled connection was closed; sending again", method, url)
+                    continue
+                err = exc.error
+                err.details["attempts"] = attempt + 1
+                delay = self.retry.next_delay(exc.retry_after, attempt, request.deadline, retry)
+                if delay is None:
+                    raise err from exc.__cause__
+                logger.debug(
+                    "%s %s failed (%s); retry %d in %.2f s",
+                    method,
+                    url,
+                    err.code,
+                    attempt + 1,
+                    delay,
+                )
+                if flag is None:
+                    time.sleep(delay)
+                elif flag.wait(delay):
+                    raise cancelled(self._origin, model) from None
+                attempt += 1
+
+    def request_json(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        cancel: threading.Event | None = None,
+        timeout: float | None = None,
+        model: str | None = None,
+        not_found: Literal["model", "route"] = "route",
+        allow_empty: bool = False,
+    ) -> Any:
+        """Send a request and return its decoded JSON answer.
+
+        Raises:
+            BadResponse: ``LLM_BAD_RESPONSE`` when the answer is not JSON.
+            OllmError: everything :meth:`open_stream` raises.
+        """
+        with self.open_stream(
+            method,
+            path,
+            json_body=json_body,
+            params=params,
+            headers=headers,
+            cancel=cancel,
+            timeout=timeout,
+            model=model,
+            not_found=not_found,
+        ) as response:
+            raw = response.read_body()
+        where = f"{self.provider} at {self.base_url}"
+        if not raw.strip():
+            if allow_empty:
+                return None
+            raise BadResponse(
+                f"{where} sent an empty answer to {method} {path}",
+                provider=self.provider,
+                model=model,
+            )
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise BadResponse(
+                f"{where} sent an answer to {method} {path} that is not JSON",
+                provider=self.provider,
+                model=model,
+            ) from exc
+
+    # ------------------------------------------------------------------ internals
+
+    def _send_once(self, request: _Request, not_found: Literal["model", "route"]) -> StreamResponse:
+        scope = Scope()
+        watched = request.cancel is not None or request.deadline is not None
+        if watched:
+            self._watchdog.watch(scope, request.cancel, request.deadline)
+        started = time.perf_counter()
+        timeouts = request.timeouts
+        read_timeout = timeouts.idle
+        if request.deadline is not None:
+            read_timeout = max(0.001, min(read_timeout, request.deadline - time.monotonic()))
+        current.scope = scope
+        unchained: Exception | None = None
+        try:
+            response = self.session.request(
+                request.method,
+                request.url,
+                data=request.body,
+                params=request.params,
+                headers=request.headers,
+                stream=True,
+                timeout=(timeouts.connect, read_timeout),
+            )
+        except BaseException as exc:
+            scope.finish()
+            self._watchdog.unwatch(scope)
+            if not isinstance(exc, Exception):
+                raise
+            error = self._send_failure(exc, scope, request)
+            if not isinstance(exc, requests.exceptions.InvalidHeader):
+                raise error from exc
+            unchained = error  # the refused header (a key) stays out of the chain
+        finally:
+            current.scope = None
+        if unchained is not None:
+            raise unchained
+        elapsed = (time.perf_counter() - started) * 1000
+        logger.debug(
+            "%s %s -> %d in %.1f ms", request.method, request.url, response.status_code, elapsed
+        )
+        release = self._watchdog.unwatch
+        stream = StreamResponse(
+            self._origin,
+            response,
+            scope,
+            release,
+            request.cancel,
+            request.deadline,
+            timeouts,
+            request.model,
+        )
+        if response.status_code < 400:
+            return stream
+        raise self._status_failure(stream, request, not_found)
+
+    def _send_failure(self, exc: Exception, scope: Scope, request: _Request) -> Exception:
+        return send_failure(
+            exc,
+            self._origin,
+            aborted=scope.reason,
+            is_cancelled=request.cancel is not None and request.cancel.is_set(),
+            deadline=request.deadline,
+            timeouts=request.timeouts,
+            url=self.redact(request.url),
+            model=request.model,
+            reused=scope.reused,
+            redact=self.redact,
+        )
+
+    def _status_failure(
+        self, stream: StreamResponse, request: _Request, not_found: Literal["model", "route"]
+    ) -> Exception:
+        """The error for an answer with an error status (its body read and closed)."""
+        with stream:
+            try:
+                err_body = stream.read_limited(MAX_ERROR_BODY)
+            except OllmError as exc:
+                if isinstance(exc, Cancelled | RequestTimeout):
+                    raise
+                err_body = b""
+        err = error_for_status(
+            stream.status,
+            err_body,
+            stream.headers,
+            provider=self.provider,
+            url=self.redact(request.url),
+            model=request.model,
+            not_found=not_found,
+            redact=self.redact,
+            model_hint=self.model_hint,
+        )
+        return self.retry.classify(err, stream.status, stream.headers)
+
+
+class _Request(NamedTuple):
+    """One request as sent on each try."""
+
+    method: str
+    url: str
+    body: bytes | None
+    params: Mapping[str, str] | None
+    headers: Mapping[str, str]
+    cancel: CancelFlag | None
+    deadline: float | None
+    timeouts: Timeouts
+    model: str | None
