@@ -22,7 +22,8 @@ else ``~/.config/ollm/config.toml``. String values may use ``${VAR}`` and ``${VA
 
 Environment: ``OLLM_PROVIDER``, ``OLLM_MODEL``, ``OLLAMA_HOST``, ``OLLAMA_API_KEY``,
 ``VLLM_HOST``, ``VLLM_API_KEY``, ``OPENAI_COMPATIBLE_HOST``, ``OPENAI_COMPATIBLE_API_KEY``,
-``GEMINI_API_KEY`` (empty values count as unset).
+``GEMINI_API_KEY`` (else ``GOOGLE_API_KEY``); empty values count as unset. :data:`ENV_VARS` is
+the one list, and providers read their defaults through :func:`env_default`.
 
 Invariants:
 
@@ -42,12 +43,10 @@ Importing this module imports no HTTP library (the CLI's ``--help`` stays fast).
 
 from __future__ import annotations
 
-import difflib
 import logging
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +66,8 @@ __all__ = [
     "ProviderConfig",
     "canonical_provider",
     "config_path",
+    "env_default",
+    "env_names",
     "expand_vars",
     "config_secrets",
     "load_config",
@@ -97,7 +98,9 @@ PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
     "google": ("gemini", None),
 }
 
-#: Environment variable → dotted config path it sets.
+#: Environment variable → dotted config path it sets: the one list of the variables the
+#: library reads (providers ask :func:`env_default`). Where two set the same path, the first
+#: one set wins (``GEMINI_API_KEY`` over Google's own ``GOOGLE_API_KEY``).
 ENV_VARS: dict[str, str] = {
     "OLLM_PROVIDER": "provider",
     "OLLM_MODEL": "model",
@@ -108,7 +111,39 @@ ENV_VARS: dict[str, str] = {
     "OPENAI_COMPATIBLE_HOST": "providers.openai-compatible.base_url",
     "OPENAI_COMPATIBLE_API_KEY": "providers.openai-compatible.api_key",
     "GEMINI_API_KEY": "providers.gemini.api_key",
+    "GOOGLE_API_KEY": "providers.gemini.api_key",
 }
+
+
+def env_default(provider: str, key: str, env: Mapping[str, str] | None = None) -> str | None:
+    """What the environment sets ``providers.<provider>.<key>`` to, or ``None``.
+
+    The first variable of :data:`ENV_VARS` for that path that is set and not empty wins; an
+    API key has its surrounding whitespace stripped (a key read from a file keeps its
+    trailing newline). How a provider built without ``base_url=`` / ``api_key=`` finds its
+    defaults (explicit arguments beat the environment).
+
+    Args:
+        provider: Canonical provider name (``local``, ``vllm``, ``openai-compatible``,
+            ``gemini``).
+        key: ``base_url`` or ``api_key``.
+        env: Environment variables (default ``os.environ``).
+    """
+    env = os.environ if env is None else env
+    path = f"providers.{provider}.{key}"
+    for var in env_names(path):
+        value = env.get(var)
+        if value and key == "api_key":
+            value = _stripped_key(value)
+        if value:
+            return value
+    return None
+
+
+def env_names(path: str) -> list[str]:
+    """The environment variables that set the dotted config ``path``, first one winning."""
+    return [var for var, target in ENV_VARS.items() if target == path]
+
 
 _TOP_KEYS = ("provider", "model", "providers", "context_limits")
 _SECTION_KEYS = ("base_url", "api_key", "backend", "timeout")
@@ -425,7 +460,7 @@ def _env_layer(env: Mapping[str, str]) -> _Layer:
         value = env.get(var)
         if value and path.endswith(".api_key"):
             value = _stripped_key(value)
-        if not value:
+        if not value or path in layer.origins:
             continue
         origin = f"env {var}"
         if path == "provider":
@@ -534,6 +569,8 @@ def _read_toml(file: Path, explicit: bool) -> dict[str, Any] | None:
         raise ConfigError(
             f"cannot read config file {file}: {exc.strerror or exc}", details={"file": str(file)}
         ) from exc
+    import tomllib  # here, not at the top: a provider built without a file never needs it
+
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -702,6 +739,8 @@ def _unknown_key(path: str, key: str, known: tuple[str, ...]) -> ConfigIssue:
 
 
 def _suggest(word: str, choices: tuple[str, ...]) -> str:
+    import difflib  # here, not at the top: only a mistake needs it
+
     close = difflib.get_close_matches(word.lower(), choices, n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 

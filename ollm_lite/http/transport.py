@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 import requests
+from requests.auth import HTTPBasicAuth
 
 from .. import __version__
 from ..errors import BadResponse, Cancelled, OllmError, RequestTimeout
@@ -96,11 +97,14 @@ class Transport:
         self.model_hint = model_hint
         self._origin = Origin(provider, self.base_url, start_hint)
         self._headers = {"User-Agent": f"ollm-lite/{__version__}", **(headers or {})}
-        self._auth: tuple[str, str] | None = None
+        self._auth: HTTPBasicAuth | None = None
         if credentials is not None:
             secrets = [*secrets, *credentials, basic_token(*credentials)]
             if not any(k.lower() == "authorization" for k in self._headers):
-                self._auth = credentials
+                # As bytes: requests encodes text as Latin-1, which a password outside it
+                # (and curl, which sends the URL's UTF-8) would not survive.
+                user, password = (part.encode() for part in credentials)
+                self._auth = HTTPBasicAuth(user, password)
         self.redact = Redactor(secrets)
         self._watchdog = Watchdog()
         self._session: Session | None = None

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import quote
 
+from ..config import env_default
 from ..errors import (
     AuthenticationError,
     BadResponse,
@@ -60,7 +61,7 @@ from ._gemini_wire import (
     model_info_from_gemini,
     request_body,
 )
-from .base import BaseProvider, collect_result, env_api_key
+from .base import BaseProvider, collect_result
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
 
@@ -119,7 +120,7 @@ class GeminiProvider(BaseProvider):
     ) -> None:
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        key = api_key or env_api_key("GEMINI_API_KEY", "GOOGLE_API_KEY")
+        key = api_key or env_default(self.name, "api_key")
         url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=(_API, "/v1"))
         self._has_key = bool(key)
         self._transport = Transport(

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from ..config import env_default
 from ..errors import BadResponse, Cancelled, ConfigError, ModelNotFound, OllmError
 from ..http.policy import RetryPolicy, Timeouts
 from ..http.transport import Transport
@@ -57,7 +57,7 @@ from ._ollama_wire import (
     pull_error,
     pull_progress_from,
 )
-from .base import BaseProvider, approx_token_count, collect_result, env_api_key
+from .base import BaseProvider, approx_token_count, collect_result
 
 __all__ = ["DEFAULT_BASE_URL", "LocalProvider", "message_from_ollama", "message_to_ollama"]
 
@@ -116,7 +116,7 @@ class LocalProvider(BaseProvider):
         embed_batch_size: int = 100,
         num_ctx: int | None = None,
     ) -> None:
-        raw_url = base_url or os.environ.get("OLLAMA_HOST") or DEFAULT_BASE_URL
+        raw_url = base_url or env_default(self.name, "base_url") or DEFAULT_BASE_URL
         url = normalize_base_url(parse_ollama_host(raw_url), strip_suffix="/v1")
         if url.endswith("/api"):
             url = url[: -len("/api")]
@@ -128,7 +128,7 @@ class LocalProvider(BaseProvider):
             raise ConfigError(f"num_ctx must be a positive integer, got {num_ctx!r}")
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        key = api_key if api_key is not None else env_api_key("OLLAMA_API_KEY")
+        key = api_key if api_key is not None else env_default(self.name, "api_key")
         self.embed_batch_size = embed_batch_size
         self.num_ctx = num_ctx
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}

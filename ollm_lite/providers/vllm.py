@@ -114,8 +114,6 @@ class VllmProvider(OpenAICompatibleProvider):
     """
 
     name: ClassVar[str] = "vllm"
-    _host_env: ClassVar[str] = "VLLM_HOST"
-    _key_env: ClassVar[str] = "VLLM_API_KEY"
 
     def __init__(
         self,
