@@ -437,6 +437,18 @@ def test_credentials_in_the_base_url_become_basic_auth_and_stay_out_of_text(make
     assert password not in f"{refused.value} {refused.value.details!r}"
 
 
+def test_credentials_outside_latin_1_are_sent_as_utf_8() -> None:
+    """``http://böb:пароль@host`` (percent-encoded in the URL) authenticates with the UTF-8
+    bytes, as curl sends them."""
+    with serve({"/v1/models": lambda c, r: respond(c, 200, b'{"data": []}')}) as server:
+        url = server.url.replace("http://", "http://b%C3%B6b:%D0%BF%D0%B0%D1%80%D0%BE%D0%BB%D1%8C@")
+        provider = VllmProvider(base_url=url)
+        assert provider.list_models() == []
+        token = base64.b64encode("böb:пароль".encode()).decode()
+        assert server.requests[0].headers["authorization"] == f"Basic {token}"
+        provider.close()
+
+
 def test_an_api_key_wins_over_credentials_in_the_url() -> None:
     with serve({"/v1/models": lambda c, r: respond(c, 200, b'{"data": []}')}) as server:
         provider = VllmProvider(
