@@ -1,7 +1,8 @@
 """HTTP access for the providers, one concern per module.
 
 * :mod:`~ollm_lite.http.transport`: :class:`~ollm_lite.http.transport.Transport`, the session
-  and the retry loop; the only place a request is sent.
+  and the retry loop: what providers use.
+* :mod:`~ollm_lite.http.send`: one try of a request (send, watch, map the answer).
 * :mod:`~ollm_lite.http.response`: :class:`~ollm_lite.http.response.StreamResponse`, an open
   answer read chunk by chunk, and the bounded ``Content-Encoding`` inflater.
 * :mod:`~ollm_lite.http.policy`: :class:`~ollm_lite.http.policy.Timeouts`,

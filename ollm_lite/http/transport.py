@@ -28,30 +28,26 @@ No ``requests``, ``urllib3`` or ``json`` exception escapes: everything becomes a
 from __future__ import annotations
 
 import json
-import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 import requests
 from requests.auth import HTTPBasicAuth
 
 from .. import __version__
-from ..errors import BadResponse, Cancelled, OllmError, RequestTimeout
-from .cancel import CancelFlag, Scope, Watchdog, current, effective_cancel
-from .errors import error_for_status
-from .failures import Origin, cancelled, send_failure
-from .policy import MAX_ERROR_BODY, Retryable, RetryPolicy, Timeouts
+from ..errors import BadResponse
+from .cancel import Watchdog, effective_cancel
+from .failures import Origin, cancelled
+from .policy import Retryable, RetryPolicy, Timeouts
 from .response import StreamResponse
 from .secrets import Redactor, basic_token, check_sendable
+from .send import Request, Sender, logger
 from .urllib3_hooks import Adapter, Session
 from .urls import split_userinfo
 
 __all__ = ["Transport"]
-
-#: The name the transport has always logged under, kept for users' logging configuration.
-logger = logging.getLogger("ollm_lite.transport")
 
 #: The only codings asked for (and decoded here, bounded): not brotli or zstd, whatever
 #: optional packages urllib3 finds installed.
@@ -107,6 +103,7 @@ class Transport:
                 self._auth = HTTPBasicAuth(user, password)
         self.redact = Redactor(secrets)
         self._watchdog = Watchdog()
+        self._sender = Sender(self._origin, self._watchdog, self.redact, model_hint)
         self._session: Session | None = None
         self._session_lock = threading.Lock()
 
@@ -194,14 +191,16 @@ class Transport:
         if json_body is not None:
             body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
             req_headers.setdefault("Content-Type", "application/json")
-        request = _Request(method, url, body, params, req_headers, flag, deadline, timeouts, model)
+        request = Request(
+            method, url, body, params, req_headers, flag, deadline, timeouts, model, not_found
+        )
         attempt = 0
         stale_resent = False
         while True:
             if flag is not None and flag.is_set():
                 raise cancelled(self._origin, model)
             try:
-                return self._send_once(request, not_found)
+                return self._sender.send(self.session, request, self.retry)
             except Retryable as exc:
                 if exc.stale and not stale_resent:
                     stale_resent = True
@@ -275,111 +274,3 @@ class Transport:
                 provider=self.provider,
                 model=model,
             ) from exc
-
-    # ------------------------------------------------------------------ internals
-
-    def _send_once(self, request: _Request, not_found: Literal["model", "route"]) -> StreamResponse:
-        scope = Scope()
-        watched = request.cancel is not None or request.deadline is not None
-        if watched:
-            self._watchdog.watch(scope, request.cancel, request.deadline)
-        started = time.perf_counter()
-        timeouts = request.timeouts
-        read_timeout = timeouts.idle
-        if request.deadline is not None:
-            read_timeout = max(0.001, min(read_timeout, request.deadline - time.monotonic()))
-        current.scope = scope
-        unchained: Exception | None = None
-        try:
-            response = self.session.request(
-                request.method,
-                request.url,
-                data=request.body,
-                params=request.params,
-                headers=request.headers,
-                stream=True,
-                timeout=(timeouts.connect, read_timeout),
-            )
-        except BaseException as exc:
-            scope.finish()
-            self._watchdog.unwatch(scope)
-            if not isinstance(exc, Exception):
-                raise
-            error = self._send_failure(exc, scope, request)
-            if not isinstance(exc, requests.exceptions.InvalidHeader):
-                raise error from exc
-            unchained = error  # the refused header (a key) stays out of the chain
-        finally:
-            current.scope = None
-        if unchained is not None:
-            raise unchained
-        elapsed = (time.perf_counter() - started) * 1000
-        logger.debug(
-            "%s %s -> %d in %.1f ms", request.method, request.url, response.status_code, elapsed
-        )
-        release = self._watchdog.unwatch
-        stream = StreamResponse(
-            self._origin,
-            response,
-            scope,
-            release,
-            request.cancel,
-            request.deadline,
-            timeouts,
-            request.model,
-        )
-        if response.status_code < 400:
-            return stream
-        raise self._status_failure(stream, request, not_found)
-
-    def _send_failure(self, exc: Exception, scope: Scope, request: _Request) -> Exception:
-        return send_failure(
-            exc,
-            self._origin,
-            aborted=scope.reason,
-            is_cancelled=request.cancel is not None and request.cancel.is_set(),
-            deadline=request.deadline,
-            timeouts=request.timeouts,
-            url=self.redact(request.url),
-            model=request.model,
-            reused=scope.reused,
-            redact=self.redact,
-        )
-
-    def _status_failure(
-        self, stream: StreamResponse, request: _Request, not_found: Literal["model", "route"]
-    ) -> Exception:
-        """The error for an answer with an error status (its body read and closed)."""
-        with stream:
-            try:
-                err_body = stream.read_limited(MAX_ERROR_BODY)
-            except OllmError as exc:
-                if isinstance(exc, Cancelled | RequestTimeout):
-                    raise
-                err_body = b""
-        err = error_for_status(
-            stream.status,
-            err_body,
-            stream.headers,
-            provider=self.provider,
-            url=self.redact(request.url),
-            model=request.model,
-            not_found=not_found,
-            redact=self.redact,
-            model_hint=self.model_hint,
-        )
-        return self.retry.classify(err, stream.status, stream.headers)
-
-
-class _Request(NamedTuple):
-    """One request as sent on each try."""
-
-    method: str
-    url: str
-    body: bytes | None
-    params: Mapping[str, str] | None
-    headers: Mapping[str, str]
-    cancel: CancelFlag | None
-    deadline: float | None
-    timeouts: Timeouts
-    model: str | None
