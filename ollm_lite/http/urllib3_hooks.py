@@ -172,18 +172,8 @@ class _ScopedHTTPConnection(HTTPConnection):
         super().request(*args, **kwargs)
 
 
-class _ScopedHTTPSConnection(HTTPSConnection):
-    def _new_conn(self) -> socket.socket:
-        return _scoped_new_conn(self)
-
-    def connect(self) -> None:
-        super().connect()
-        _attach_current(self)
-
-    def request(self, *args: Any, **kwargs: Any) -> None:
-        if self.sock is not None:
-            _attach_current(self, reused=True)
-        super().request(*args, **kwargs)
+class _ScopedHTTPSConnection(_ScopedHTTPConnection, HTTPSConnection):
+    """The same for HTTPS: ``HTTPSConnection.connect`` opens its socket with ``_new_conn``."""
 
 
 class _ScopedHTTPPool(HTTPConnectionPool):
