@@ -22,9 +22,10 @@ from ..errors import (
     OllmError,
     RequestTimeout,
 )
+from .cancel import CancelFlag, Scope
 from .policy import Retryable, Timeouts, past
 
-__all__ = ["Origin", "deadline_error", "read_failure", "send_failure"]
+__all__ = ["Failures", "Origin", "cancelled", "is_reset"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,11 @@ class Origin:
     start_hint: str = ""
 
     @property
+    def where(self) -> str:
+        """``"<provider> at <base_url>"``."""
+        return f"{self.provider} at {self.base_url}"
+
+    @property
     def hint(self) -> str:
         """``start_hint`` with a leading blank, or ``""``."""
         return f" {self.start_hint}" if self.start_hint else ""
@@ -52,15 +58,145 @@ def cancelled(origin: Origin, model: str | None) -> Cancelled:
     return Cancelled("the request was cancelled", provider=origin.provider, model=model)
 
 
-def deadline_error(origin: Origin, timeouts: Timeouts, model: str | None) -> RequestTimeout:
-    """``LLM_TIMEOUT`` for a request past its total deadline."""
-    return RequestTimeout(
-        f"{origin.provider} at {origin.base_url} did not finish within the "
-        f"{timeouts.total:g} s deadline",
-        provider=origin.provider,
-        model=model,
-        details={"deadline": timeouts.total},
-    )
+@dataclass(frozen=True, slots=True)
+class Failures:
+    """The errors of one request: what its send or its body read failing means.
+
+    Attributes:
+        origin: Provider and server.
+        scope: The request's sockets, and why the watcher aborted it, if it did.
+        cancel: The request's cancel event(s).
+        deadline: Its total deadline (``time.monotonic()``), or ``None``.
+        timeouts: Its limits.
+        model: The model, for messages.
+    """
+
+    origin: Origin
+    scope: Scope
+    cancel: CancelFlag | None
+    deadline: float | None
+    timeouts: Timeouts
+    model: str | None
+
+    def cancelled(self) -> bool:
+        """Whether the request was cancelled (by the watcher, or its event is set)."""
+        return self.scope.reason == "cancelled" or (
+            self.cancel is not None and self.cancel.is_set()
+        )
+
+    def deadline_error(self) -> RequestTimeout:
+        """``LLM_TIMEOUT`` for a request past its total deadline."""
+        return RequestTimeout(
+            f"{self.origin.where} did not finish within the {self.timeouts.total:g} s deadline",
+            provider=self.origin.provider,
+            model=self.model,
+            details={"deadline": self.timeouts.total},
+        )
+
+    def on_send(self, exc: Exception, url: str, redact: Callable[[str], str]) -> Exception:
+        """The error for ``exc`` raised while sending (before any status arrived).
+
+        Args:
+            exc: What ``requests`` raised.
+            url: The request's URL, redacted.
+            redact: The transport's redactor.
+        """
+        origin, model = self.origin, self.model
+        if self.cancelled():
+            return cancelled(origin, model)
+        if self.scope.reason == "deadline" or (
+            past(self.deadline) and isinstance(exc, requests.ReadTimeout)
+        ):
+            return self.deadline_error()
+        if isinstance(exc, requests.exceptions.ConnectTimeout):
+            limit = self.timeouts.connect
+            return Retryable(
+                RequestTimeout(
+                    f"could not connect to {origin.where} within {limit:g} s.{origin.hint}",
+                    provider=origin.provider,
+                    model=model,
+                ),
+                None,
+            )
+        if isinstance(exc, requests.exceptions.Timeout):
+            return RequestTimeout(
+                f"{origin.where} did not answer within {self.timeouts.idle:g} s",
+                provider=origin.provider,
+                model=model,
+                details={"idle_timeout": self.timeouts.idle},
+            )
+        refused = _refused_request(exc, origin, model, redact)
+        if refused is not None:
+            return refused
+        # A pooled connection the server closed while it sat idle (keep-alive timeout, or a
+        # server that closes after each answer without saying so): the request was never
+        # read. Sent again at once on a new connection, outside the retry policy, as Go's
+        # net/http does for a server-closed idle connection.
+        stale = self.scope.reused and isinstance(exc, requests.exceptions.ConnectionError)
+        if isinstance(exc, requests.exceptions.ConnectionError) and "RemoteDisconnected" not in (
+            str(exc)
+        ):
+            return Retryable(_connection_error(origin, exc, url, model), None, stale=stale)
+        # Accepted, then closed without an answer: retrying is safe because nothing arrived.
+        return Retryable(
+            ConnectionFailed(
+                f"{origin.where} closed the connection without answering",
+                url=origin.base_url,
+                provider=origin.provider,
+                model=model,
+            ),
+            None,
+            stale=stale,
+        )
+
+    def on_read(self, exc: BaseException) -> OllmError:
+        """The error for ``exc`` raised while reading the body of an answer."""
+        origin = self.origin
+        if self.cancelled():
+            return Cancelled("the request was cancelled", provider=origin.provider)
+        if self.scope.reason == "deadline" or past(self.deadline):
+            return self.deadline_error()
+        if isinstance(exc, requests.exceptions.Timeout | urllib3.exceptions.ReadTimeoutError):
+            return RequestTimeout(
+                f"{origin.where} sent nothing for {self.timeouts.idle:g} s",
+                provider=origin.provider,
+                model=self.model,
+                details={"idle_timeout": self.timeouts.idle},
+            )
+        return ConnectionFailed(
+            f"the connection to {origin.where} was lost mid-stream ({type(exc).__name__})",
+            url=origin.base_url,
+            provider=origin.provider,
+            model=self.model,
+        )
+
+
+def _refused_request(
+    exc: Exception, origin: Origin, model: str | None, redact: Callable[[str], str]
+) -> OllmError | None:
+    """The error for a request that cannot succeed however often it is sent, or ``None``."""
+    if isinstance(exc, requests.exceptions.InvalidHeader):
+        return ConfigError(f"a header for {origin.provider} cannot be sent (a key or value)")
+    if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
+        return ConfigError(f"invalid URL for {origin.provider}: {redact(str(exc))}")
+    if isinstance(exc, requests.exceptions.TooManyRedirects):
+        last = redact(str(getattr(exc.request, "url", "")))[:200]
+        return BadResponse(
+            f"{origin.where} redirected too many times (last: {last})",
+            provider=origin.provider,
+            model=model,
+        )
+    if "BadStatusLine" in str(exc):
+        # Something listens there, but it is not an HTTP server (wrong port or service):
+        # trying again cannot help.
+        return ConnectionFailed(
+            f"{origin.where} did not answer with HTTP; is this the right address and "
+            f"port?{origin.hint}",
+            url=origin.base_url,
+            provider=origin.provider,
+            model=model,
+        )
+    return None
 
 
 def _connection_error(origin: Origin, exc: BaseException, url: str, model: str | None) -> OllmError:
@@ -75,126 +211,11 @@ def _connection_error(origin: Origin, exc: BaseException, url: str, model: str |
     elif "refused" not in text.lower():
         reason = type(exc).__name__
     return ConnectionFailed(
-        f"cannot connect to {origin.provider} at {origin.base_url} ({reason}).{origin.hint}",
+        f"cannot connect to {origin.where} ({reason}).{origin.hint}",
         url=origin.base_url,
         provider=origin.provider,
         model=model,
         details={"url": url},
-    )
-
-
-def send_failure(
-    exc: Exception,
-    origin: Origin,
-    *,
-    aborted: str | None,
-    is_cancelled: bool,
-    deadline: float | None,
-    timeouts: Timeouts,
-    url: str,
-    model: str | None,
-    reused: bool,
-    redact: Callable[[str], str],
-) -> Exception:
-    """The error for ``exc`` raised while sending (before any status arrived).
-
-    Args:
-        aborted: Why the watcher interrupted the request (``"cancelled"``, ``"deadline"``).
-        is_cancelled: Whether the request's cancel event is set.
-        url: The request's URL, redacted.
-        reused: Whether the request went out on a pooled connection.
-    """
-    if aborted == "cancelled" or is_cancelled:
-        return cancelled(origin, model)
-    if aborted == "deadline" or (past(deadline) and isinstance(exc, requests.ReadTimeout)):
-        return deadline_error(origin, timeouts, model)
-    where = f"{origin.provider} at {origin.base_url}"
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return Retryable(
-            RequestTimeout(
-                f"could not connect to {where} within {timeouts.connect:g} s.{origin.hint}",
-                provider=origin.provider,
-                model=model,
-            ),
-            None,
-        )
-    if isinstance(exc, requests.exceptions.Timeout):
-        return RequestTimeout(
-            f"{where} did not answer within {timeouts.idle:g} s",
-            provider=origin.provider,
-            model=model,
-            details={"idle_timeout": timeouts.idle},
-        )
-    if isinstance(exc, requests.exceptions.InvalidHeader):
-        return ConfigError(f"a header for {origin.provider} cannot be sent (a key or value)")
-    if isinstance(exc, requests.exceptions.InvalidURL | requests.exceptions.MissingSchema):
-        return ConfigError(f"invalid URL for {origin.provider}: {redact(str(exc))}")
-    if isinstance(exc, requests.exceptions.TooManyRedirects):
-        return BadResponse(
-            f"{where} redirected too many times "
-            f"(last: {redact(str(getattr(exc.request, 'url', '')))[:200]})",
-            provider=origin.provider,
-            model=model,
-        )
-    if "BadStatusLine" in str(exc):
-        # Something listens there, but it is not an HTTP server (wrong port or service):
-        # trying again cannot help.
-        return ConnectionFailed(
-            f"{where} did not answer with HTTP; is this the right address and port?{origin.hint}",
-            url=origin.base_url,
-            provider=origin.provider,
-            model=model,
-        )
-    # A pooled connection the server closed while it sat idle (keep-alive timeout, or a
-    # server that closes after each answer without saying so): the request was never
-    # read. Sent again at once on a new connection, outside the retry policy, as Go's
-    # net/http does for a server-closed idle connection.
-    stale = reused and isinstance(exc, requests.exceptions.ConnectionError)
-    if isinstance(exc, requests.exceptions.ConnectionError) and "RemoteDisconnected" not in (
-        str(exc)
-    ):
-        return Retryable(_connection_error(origin, exc, url, model), None, stale=stale)
-    # Accepted, then closed without an answer: retrying is safe because nothing arrived.
-    return Retryable(
-        ConnectionFailed(
-            f"{where} closed the connection without answering",
-            url=origin.base_url,
-            provider=origin.provider,
-            model=model,
-        ),
-        None,
-        stale=stale,
-    )
-
-
-def read_failure(
-    exc: BaseException,
-    origin: Origin,
-    *,
-    aborted: str | None,
-    is_cancelled: bool,
-    deadline: float | None,
-    timeouts: Timeouts,
-    model: str | None,
-) -> OllmError:
-    """The error for ``exc`` raised while reading the body of an answer."""
-    if aborted == "cancelled" or is_cancelled:
-        return Cancelled("the request was cancelled", provider=origin.provider)
-    if aborted == "deadline" or past(deadline):
-        return deadline_error(origin, timeouts, model)
-    if isinstance(exc, requests.exceptions.Timeout | urllib3.exceptions.ReadTimeoutError):
-        return RequestTimeout(
-            f"{origin.provider} at {origin.base_url} sent nothing for {timeouts.idle:g} s",
-            provider=origin.provider,
-            model=model,
-            details={"idle_timeout": timeouts.idle},
-        )
-    return ConnectionFailed(
-        f"the connection to {origin.provider} at {origin.base_url} was lost mid-stream "
-        f"({type(exc).__name__})",
-        url=origin.base_url,
-        provider=origin.provider,
-        model=model,
     )
 
 

@@ -1,9 +1,9 @@
 """An open HTTP answer read as it arrives, and the bounded ``Content-Encoding`` inflater.
 
-:class:`StreamResponse` knows its request only through an
-:class:`~ollm_lite.http.failures.Origin` (for messages), its
-:class:`~ollm_lite.http.cancel.Scope` and a ``release`` callback that stops the watching: the
-transport builds it, it never names the transport.
+:class:`StreamResponse` knows its request only through its
+:class:`~ollm_lite.http.failures.Failures` (server, scope, cancel, deadline, for messages and
+errors) and a ``release`` callback that stops the watching: the transport builds it, it never
+names the transport.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import requests
 import urllib3
 
 from ..errors import BadResponse, OllmError, RequestTimeout
-from .cancel import CancelFlag, Scope
-from .failures import Origin, is_reset, read_failure
-from .policy import DRAIN_MAX, DRAIN_WAIT_S, MAX_BODY, Timeouts
+from .cancel import Scope
+from .failures import Failures, is_reset
+from .policy import DRAIN_MAX, DRAIN_WAIT_S, MAX_BODY
 from .urllib3_hooks import body_chunks, response_socket
 
 __all__ = ["StreamResponse"]
@@ -40,23 +40,18 @@ class StreamResponse:
 
     def __init__(
         self,
-        origin: Origin,
         response: requests.Response,
-        scope: Scope,
+        failures: Failures,
         release: Callable[[Scope], None],
-        cancel: CancelFlag | None,
-        deadline: float | None,
-        timeouts: Timeouts,
-        model: str | None,
     ) -> None:
-        self._origin = origin
         self._response = response
-        self._scope = scope
+        self._failures = failures
+        self._origin = failures.origin
+        self._scope = failures.scope
         self._release = release
-        self._cancel = cancel
-        self._deadline = deadline
-        self._timeouts = timeouts
-        self._model = model
+        self._cancel = failures.cancel
+        self._timeouts = failures.timeouts
+        self._model = failures.model
         self._closed = False
         # urllib3's chunk reader, kept here so a caller leaving iter_chunks() early does not
         # close it: close() may still finish the body and keep the connection.
@@ -116,21 +111,11 @@ class StreamResponse:
                 sock.settimeout(previous)
 
     def _cancelled(self) -> bool:
-        return self._scope.reason == "cancelled" or (
-            self._cancel is not None and self._cancel.is_set()
-        )
+        return self._failures.cancelled()
 
     def _read_error(self, exc: BaseException) -> OllmError:
         """Translate a failure while reading the body."""
-        return read_failure(
-            exc,
-            self._origin,
-            aborted=self._scope.reason,
-            is_cancelled=self._cancelled(),
-            deadline=self._deadline,
-            timeouts=self._timeouts,
-            model=self._model,
-        )
+        return self._failures.on_read(exc)
 
     def iter_chunks(self) -> Iterator[bytes]:
         """Raw body chunks as they arrive (one HTTP chunk each for chunked bodies).
@@ -160,8 +145,8 @@ class StreamResponse:
                 raise self._read_error(exc) from exc
             encoding = self.headers.get("content-encoding", "")
             raise BadResponse(
-                f"{self._origin.provider} at {self._origin.base_url} sent a body that "
-                f"could not be decoded (Content-Encoding: {encoding or 'none'})",
+                f"{self._origin.where} sent a body that could not be decoded "
+                f"(Content-Encoding: {encoding or 'none'})",
                 provider=self._origin.provider,
                 model=self._model,
                 details={"content_encoding": encoding},
@@ -192,8 +177,8 @@ class StreamResponse:
             return
         if coding not in ("gzip", "x-gzip", "deflate"):
             raise BadResponse(
-                f"{self._origin.provider} at {self._origin.base_url} sent a body in a "
-                f"coding that was not asked for (Content-Encoding: {coding})",
+                f"{self._origin.where} sent a body in a coding that was not asked for "
+                f"(Content-Encoding: {coding})",
                 provider=self._origin.provider,
                 model=self._model,
                 details={"content_encoding": coding},

@@ -18,7 +18,7 @@ import requests
 from ..errors import Cancelled, OllmError, RequestTimeout
 from .cancel import CancelFlag, Scope, Watchdog, current
 from .errors import error_for_status
-from .failures import Origin, send_failure
+from .failures import Failures, Origin
 from .policy import MAX_ERROR_BODY, RetryPolicy, Timeouts
 from .response import StreamResponse
 
@@ -73,6 +73,9 @@ class Sender:
             OllmError: any other failure.
         """
         scope = Scope()
+        failures = Failures(
+            self._origin, scope, request.cancel, request.deadline, request.timeouts, request.model
+        )
         if request.cancel is not None or request.deadline is not None:
             self._watchdog.watch(scope, request.cancel, request.deadline)
         started = time.perf_counter()
@@ -97,7 +100,7 @@ class Sender:
             self._watchdog.unwatch(scope)
             if not isinstance(exc, Exception):
                 raise
-            error = self._send_failure(exc, scope, request)
+            error = failures.on_send(exc, self._redact(request.url), self._redact)
             if not isinstance(exc, requests.exceptions.InvalidHeader):
                 raise error from exc
             unchained = error  # the refused header (a key) stays out of the chain
@@ -109,33 +112,10 @@ class Sender:
         logger.debug(
             "%s %s -> %d in %.1f ms", request.method, request.url, response.status_code, elapsed
         )
-        stream = StreamResponse(
-            self._origin,
-            response,
-            scope,
-            self._watchdog.unwatch,
-            request.cancel,
-            request.deadline,
-            timeouts,
-            request.model,
-        )
+        stream = StreamResponse(response, failures, self._watchdog.unwatch)
         if response.status_code < 400:
             return stream
         raise self._status_failure(stream, request, policy)
-
-    def _send_failure(self, exc: Exception, scope: Scope, request: Request) -> Exception:
-        return send_failure(
-            exc,
-            self._origin,
-            aborted=scope.reason,
-            is_cancelled=request.cancel is not None and request.cancel.is_set(),
-            deadline=request.deadline,
-            timeouts=request.timeouts,
-            url=self._redact(request.url),
-            model=request.model,
-            reused=scope.reused,
-            redact=self._redact,
-        )
 
     def _status_failure(
         self, stream: StreamResponse, request: Request, policy: RetryPolicy
