@@ -185,12 +185,7 @@ class Transport:
         deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
         flag = effective_cancel(cancel)
         url = self.url(path)
-        req_headers = dict(headers or {})
-        check_sendable(self.provider, (), req_headers)
-        body = None
-        if json_body is not None:
-            body = json.dumps(json_body, ensure_ascii=False).encode("utf-8")
-            req_headers.setdefault("Content-Type", "application/json")
+        body, req_headers = _encode(json_body, headers, self.provider)
         request = Request(
             method, url, body, params, req_headers, flag, deadline, timeouts, model, not_found
         )
@@ -274,3 +269,19 @@ class Transport:
                 provider=self.provider,
                 model=model,
             ) from exc
+
+
+def _encode(
+    json_body: Any, headers: Mapping[str, str] | None, provider: str
+) -> tuple[bytes | None, dict[str, str]]:
+    """The body (UTF-8 JSON) and headers of a request, the headers checked for sendability.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for a header value that cannot be sent.
+    """
+    req_headers = dict(headers or {})
+    check_sendable(provider, (), req_headers)
+    if json_body is None:
+        return None, req_headers
+    req_headers.setdefault("Content-Type", "application/json")
+    return json.dumps(json_body, ensure_ascii=False).encode("utf-8"), req_headers
