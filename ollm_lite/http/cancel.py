@@ -155,6 +155,7 @@ class Watchdog:
         with self._cond:
             self._entries[scope] = (cancel, deadline)
             self._stop = False
+            self._cond.notify()  # a thread waiting out its linger starts polling at once
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="ollm-cancel-watch", daemon=True

@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-from transport_support import Request, respond, serve, stream_script
+from transport_support import Request, respond, serve, silent, stream_script
 
 from ollm_lite.errors import Cancelled
+from ollm_lite.http import cancel as cancel_module
 from ollm_lite.http.cancel import Scope, Watchdog
 from ollm_lite.http.policy import RetryPolicy
 from ollm_lite.http.transport import Transport
@@ -111,3 +112,27 @@ def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.005)
     return False
+
+
+def test_a_lingering_watcher_takes_up_a_new_request_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The idle watcher, waiting for a next request, starts watching it at once: a cancel
+    does not wait for the linger to run out."""
+    monkeypatch.setattr(cancel_module, "LINGER_S", 60.0)
+    with serve({"/j": lambda c, r: respond(c, 200, b"{}"), "/silent": silent}) as server:
+        transport = Transport(server.url, provider="test", retry=RetryPolicy(retries=0))
+        assert transport.request_json("GET", "/j", cancel=threading.Event()) == {}
+        thread = transport._watchdog._thread
+        assert thread is not None and thread.is_alive()  # idle, lingering
+        cancel = threading.Event()
+        timer = threading.Timer(0.1, cancel.set)
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(Cancelled):
+            transport.request_json("GET", "/silent", cancel=cancel)
+        assert time.monotonic() - started < 10.0, "the cancel waited for the linger"
+        assert transport._watchdog._thread is thread, "a second thread was started"
+        timer.join()
+        transport.close()
+        assert not thread.is_alive()
