@@ -8,7 +8,7 @@ loop ends at the first stop point:
 * ``complete`` — the model answered without tool calls;
 * ``max_turns`` — ``max_turns`` model turns were used;
 * ``loop_detected`` — the same failing call (tool name + canonical JSON of its arguments)
-  failed three times;
+  failed in three turns (identical calls within one turn count once);
 * ``token_limit`` — the next request would not fit the model's context window (nothing sent);
 * ``cancelled`` — the ``cancel`` event was set (the HTTP read in progress is interrupted,
   queued tool calls are not started, running ones receive the event);
@@ -37,7 +37,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ._cancel_scope import cancel_scope
+from ._cancel_scope import LinkedEvent, cancel_scope
+from ._history_format import json_kind, message_from_dict, message_to_dict, optional_str
+from ._safe_text import exception_text, type_name
 from .errors import ConfigError, OllmError, ProviderNotFound
 from .providers.base import ProviderAdapter
 from .react import STOP_SEQUENCES, ReActToolHandler
@@ -78,7 +80,7 @@ logger = logging.getLogger(__name__)
 ToolMode = Literal["auto", "native", "react"]
 _TOOL_MODES: tuple[ToolMode, ...] = ("auto", "native", "react")
 
-#: The same failing call this many times ends the chat with ``loop_detected``.
+#: The same failing call in this many turns ends the chat with ``loop_detected``.
 LOOP_LIMIT = 3
 _POLL_S = 0.02  # how often a wait for tool results looks at the cancel event
 
@@ -183,6 +185,10 @@ class ChatClient:
     ) -> Iterator[ChatEvent]:
         """Answer one prompt, running tools until the model is done (no history kept).
 
+        Setting ``cancel`` stops the chat; the library only reads it. Leaving the loop early
+        (``break``, ``close()``) stops this chat's own work without setting ``cancel``, so other
+        chats sharing the event go on.
+
         Yields:
             Chat events; the last is always a ``ChatFinishEvent``.
         """
@@ -274,8 +280,8 @@ class _Loop:
         self.tools: ToolRegistry | None = None
         self.options = options
         self.max_turns = max_turns
-        # Our own event when the caller gave none: closing the generator still stops tools.
-        self.cancel = cancel if cancel is not None else threading.Event()
+        # Our own event, set when the caller's is: leaving the loop early sets only ours.
+        self.cancel = LinkedEvent(cancel)
         self.tool_mode = tool_mode
         self.turns = turns
         self.usage: Usage | None = None
@@ -291,14 +297,14 @@ class _Loop:
             info = (
                 exc.to_info()
                 if isinstance(exc, OllmError)
-                else ErrorInfo(f"{type(exc).__name__}: {exc}", "LLM_BAD_RESPONSE")
+                else ErrorInfo(exception_text(exc), "LLM_BAD_RESPONSE")
             )
             closed_early = False
-            yield ErrorEvent(info)
+            yield ErrorEvent(info, exception=exc)
             yield ChatFinishEvent("error", self.usage)
         finally:
             if closed_early:  # the caller stopped iterating: stop whatever still runs
-                self.cancel.set()
+                self.cancel.set()  # our own event only, never the caller's
 
     def _finish(self, reason: ChatFinishReason) -> ChatFinishEvent:
         return ChatFinishEvent(reason, self.usage)
@@ -317,7 +323,7 @@ class _Loop:
             adapter = self._adapter()
             model = self._model()
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             yield self._finish("error")
             return
         self.history.append(user)
@@ -575,14 +581,17 @@ class _Loop:
         return results
 
     def _looping(self, turn: Turn) -> bool:
-        for call, result in zip(turn.tool_calls, turn.results, strict=True):
-            if result.ok:
-                continue
-            key = (call.name, _canonical(call.args, call.arguments))
+        """Count this turn's failing calls, each distinct call once: a repeat is a loop only
+        across turns (three identical calls made in parallel are one attempt the model has
+        not yet seen the answer to)."""
+        failed = {
+            (call.name, _canonical(call.args, call.arguments))
+            for call, result in zip(turn.tool_calls, turn.results, strict=True)
+            if not result.ok
+        }
+        for key in failed:
             self.failures[key] += 1
-            if self.failures[key] >= LOOP_LIMIT:
-                return True
-        return False
+        return any(self.failures[key] >= LOOP_LIMIT for key in failed)
 
 
 # --------------------------------------------------------------------------- tool execution
@@ -608,11 +617,14 @@ class _ToolBatch:
         self._done = [threading.Event() for _ in calls]
         self._next = 0
         self._lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
         for _ in range(min(width, len(calls))):
             self._start_worker()
 
     def _start_worker(self) -> None:
-        threading.Thread(target=self._work, name="ollm-tool", daemon=True).start()
+        worker = threading.Thread(target=self._work, name="ollm-tool", daemon=True)
+        self._workers.append(worker)
+        worker.start()
 
     def _work(self) -> None:
         while True:
@@ -623,18 +635,27 @@ class _ToolBatch:
                 self._next += 1
                 self._started[index] = time.monotonic()
             call = self._calls[index]
+            result: ToolResult | None = None
             try:
-                result = self._registry.execute(call, self._cancel)
+                answer: object = self._registry.execute(call, self._cancel)
+                # A registry subclass may break its contract: check rather than trust.
+                result = (
+                    answer
+                    if isinstance(answer, ToolResult)
+                    else _failure(
+                        "TOOL_RESULT_INVALID",
+                        f"tool {call.name!r} gave a {type_name(answer)}, not a ToolResult",
+                    )
+                )
             except BaseException as exc:  # even KeyboardInterrupt: this thread must answer
                 result = _failure(
                     "TOOL_EXECUTION_FAILED",
-                    f"tool {call.name!r} raised {type(exc).__name__}: {exc}",
-                    {"exception": type(exc).__name__},
+                    f"tool {call.name!r} raised {exception_text(exc)}",
+                    {"exception": type_name(exc)},
                 )
-            with self._lock:
-                if self._results[index] is None:
-                    self._results[index] = result
-            self._done[index].set()
+            finally:  # whatever happened above, the call gets an answer and its waiter wakes
+                self._settle(index, result or _stopped(call))
+                self._done[index].set()
 
     def results_in_order(self) -> Iterator[ToolResult]:
         for index, call in enumerate(self._calls):
@@ -645,6 +666,13 @@ class _ToolBatch:
         while not done.wait(_POLL_S):
             if self._cancel.is_set():
                 return self._settle(index, _failure("CANCELLED", f"tool {call.name!r} cancelled"))
+            if not any(worker.is_alive() for worker in self._workers) and not done.is_set():
+                with self._lock:  # every worker is gone: run what is queued, answer the rest
+                    queued = self._next <= index
+                if not queued:
+                    return self._settle(index, _stopped(call))
+                self._start_worker()
+                continue
             started = self._started[index]
             if (
                 self._timeout is not None
@@ -679,6 +707,10 @@ class _ToolBatch:
 
 def _failure(code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:
     return ToolResult(ok=False, error=ErrorInfo(message, code, details))
+
+
+def _stopped(call: ToolCall) -> ToolResult:
+    return _failure("TOOL_EXECUTION_FAILED", f"tool {call.name!r} stopped without a result")
 
 
 def _unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:
@@ -883,15 +915,25 @@ class Conversation:
         """Read a conversation written by :meth:`save`.
 
         Raises:
-            ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved
-                conversation.
+            ConfigError: ``CONFIG_INVALID`` when the file is unreadable, is not JSON, or any
+                part of it is not what :meth:`save` writes (nothing else escapes).
         """
         try:
             data = json.loads(Path(path).read_text("utf-8"))
-            messages = [message_from_dict(m) for m in data["messages"]]
-            system_prompt = data.get("system_prompt")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ConfigError(f"cannot load a conversation from {path}: {exc}") from exc
+            if not isinstance(data, dict):
+                raise ValueError(f"expected a JSON object, found {json_kind(data)}")
+            if data.get("version", 1) != 1:
+                raise ValueError(f"unsupported version {data.get('version')!r} (expected 1)")
+            raw_messages = data.get("messages")
+            if not isinstance(raw_messages, list):
+                raise ValueError(f"'messages' must be a list, found {json_kind(raw_messages)}")
+            messages = [message_from_dict(m) for m in raw_messages]
+            system_prompt = optional_str(data, "system_prompt")
+        except (OSError, ValueError, TypeError, RecursionError) as exc:
+            raise ConfigError(
+                f"cannot load a conversation from {path}: {exception_text(exc)}",
+                details={"path": str(path)},
+            ) from exc
         return cls(client, system_prompt=system_prompt, history=messages)
 
 
@@ -900,53 +942,3 @@ _STOP_ERRORS = {
     "loop_detected": ("the same failing tool call was repeated", "LOOP_DETECTED"),
     "token_limit": ("the conversation no longer fits the context window", "TOKEN_LIMIT_EXCEEDED"),
 }
-
-
-def message_to_dict(message: Message) -> dict[str, Any]:
-    """A message as JSON-ready data (the history file format)."""
-    parts: list[dict[str, Any]] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            parts.append({"type": "text", "text": part.text})
-        else:
-            parts.append({"type": "image", "data": part.data, "mime_type": part.mime_type})
-    out: dict[str, Any] = {"role": message.role, "parts": parts}
-    if message.name is not None:
-        out["name"] = message.name
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    if message.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ]
-    return out
-
-
-def message_from_dict(data: Mapping[str, Any]) -> Message:
-    """The inverse of :func:`message_to_dict`.
-
-    Raises:
-        ValueError: for an unknown role or part type.
-    """
-    role = data["role"]
-    if role not in ("system", "user", "assistant", "tool"):
-        raise ValueError(f"unknown role {role!r}")
-    parts: list[TextPart | ImagePart] = []
-    for part in data.get("parts", []):
-        if part.get("type") == "text":
-            parts.append(TextPart(part["text"]))
-        elif part.get("type") == "image":
-            parts.append(ImagePart(part["data"], part["mime_type"]))
-        else:
-            raise ValueError(f"unknown part type {part.get('type')!r}")
-    calls = [
-        ToolCall.from_arguments(c["id"], c["name"], c.get("arguments", ""))
-        for c in data.get("tool_calls", [])
-    ]
-    return Message(
-        role,
-        parts,
-        name=data.get("name"),
-        tool_call_id=data.get("tool_call_id"),
-        tool_calls=calls,
-    )

@@ -364,8 +364,15 @@ def _error_line(message: str, code: str) -> str:
 
 @contextlib.contextmanager
 def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
-    """First Ctrl-C sets ``cancel`` (a clean stop); a second one raises KeyboardInterrupt."""
+    """First Ctrl-C sets ``cancel`` (a clean stop); a second one raises KeyboardInterrupt.
+
+    A process started with SIGINT ignored (``nohup``, a background job without job control)
+    keeps ignoring it: whoever started it chose so, and a terminal's Ctrl-C is not meant for it.
+    """
     if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         yield
         return
 
@@ -378,7 +385,8 @@ def _cancel_on_sigint(cancel: threading.Event) -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # None: a handler installed from C; the default is the closest we can restore.
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
 
 
 # --------------------------------------------------------------------------- chat
@@ -467,6 +475,7 @@ def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
     text: list[str] = []
     thinking: list[str] = []
     error: ErrorInfo | None = None
+    failure: BaseException | None = None
     reason = "error"
     streaming = not args.no_stream
     with _cancel_on_sigint(cancel):
@@ -494,6 +503,7 @@ def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
                         ctx.say(f"warning: {event.message}")
                 elif isinstance(event, ErrorEvent):
                     error = event.error
+                    failure = event.exception
                 elif isinstance(event, ChatFinishEvent):
                     reason = event.reason
         except KeyboardInterrupt:  # a second Ctrl-C: keep the partial answer's line whole
@@ -526,6 +536,8 @@ def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
         ctx.say(f"{PROG}: cancelled")
         return EXIT_INTERRUPTED
     if error is not None:
+        if getattr(args, "debug", False):
+            _print_failure(ctx.err, failure)
         ctx.err.write(_error_line(error.message, error.code))
         return EXIT_ERROR
     if reason != "complete":
@@ -536,10 +548,20 @@ def _cmd_chat(args: argparse.Namespace, ctx: _Context) -> int:
     return EXIT_OK
 
 
+def _print_failure(err: TextIO, failure: BaseException | None) -> None:
+    """The traceback behind an error event (``--debug``), or why there is none."""
+    if failure is None:
+        err.write("(no traceback: the error arrived as data from the server, not raised)\n")
+    else:
+        traceback.print_exception(failure, file=err)
+
+
 def _plain(value: Any) -> Any:
     """Dataclasses (nested) as JSON-ready data."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {  # repr=False fields are internal (an ErrorEvent's exception)
+            f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr
+        }
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

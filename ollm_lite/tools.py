@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, overload
 
 from ._docstrings import parse_docstring
+from ._safe_text import exception_text, safe_str, type_name
 from ._validation import validate_arguments
 from .errors import Cancelled, OllmError
 from .types import ErrorInfo, ToolCall, ToolResult, ToolSchema
@@ -255,7 +256,7 @@ def _hints(obj: Any, where: str) -> dict[str, Any]:
     except Exception as exc:  # NameError for unresolvable forward references, among others
         if not plain:
             return {}  # functools.partial and friends: fall back to the signature's annotations
-        raise ToolDefinitionError(f"{where}: cannot resolve type hints ({exc})") from exc
+        raise ToolDefinitionError(f"{where}: cannot resolve type hints ({safe_str(exc)})") from exc
 
 
 _NO_DEFAULT = object()
@@ -465,7 +466,7 @@ class _Binding:
         except _InvalidArguments:
             raise
         except Exception as exc:  # a dataclass __post_init__ or Enum lookup rejecting the value
-            raise _InvalidArguments(f"argument {name!r}: {type(exc).__name__}: {exc}") from None
+            raise _InvalidArguments(f"argument {name!r}: {exception_text(exc)}") from None
 
 
 def _coerce(value: Any, hint: Any) -> Any:
@@ -636,8 +637,10 @@ class ToolRegistry:
         try:
             return self._execute(call, cancel)
         except Exception as exc:  # a bug in a hook we do not control (e.g. a broken __eq__)
-            logger.debug("tool %s: unexpected failure", call.name, exc_info=True)
-            return _failure("TOOL_EXECUTION_FAILED", f"{type(exc).__name__}: {exc}")
+            logger.debug("tool call: unexpected failure", exc_info=True)
+            return _failure(
+                "TOOL_EXECUTION_FAILED", exception_text(exc), {"exception": type_name(exc)}
+            )
 
     def _execute(self, call: ToolCall, cancel: threading.Event | None) -> ToolResult:
         if cancel is not None and cancel.is_set():
@@ -654,7 +657,10 @@ class ToolRegistry:
             return invalid
         try:
             kwargs = self._bindings[item.name].arguments(
-                dict(call.args), (cancel or threading.Event()) if item.accepts_cancel else None
+                # A copy: a tool that changes its arguments must not change the call, which
+                # belongs to the caller (a scripted turn, the history, an event already yielded).
+                deepcopy(call.args),
+                (cancel or threading.Event()) if item.accepts_cancel else None,
             )
         except _InvalidArguments as exc:
             return _failure(
@@ -686,28 +692,57 @@ class ToolRegistry:
         try:
             value = item.fn(**kwargs)
         except Cancelled as exc:
-            return _failure("CANCELLED", f"tool {item.name!r} was cancelled: {exc}")
+            return _failure("CANCELLED", f"tool {item.name!r} was cancelled: {safe_str(exc)}")
         except KeyboardInterrupt:
             raise  # Ctrl-C on the calling thread stops the program, not just the tool
         except BaseException as exc:  # SystemExit, asyncio.CancelledError ... are tool failures
             logger.debug("tool %s raised", item.name, exc_info=True)
-            details: dict[str, Any] = {"exception": type(exc).__name__}
-            if isinstance(exc, OllmError):
+            details: dict[str, Any] = {"exception": type_name(exc)}
+            if isinstance(exc, OllmError) and isinstance(exc.code, str):
                 details["code"] = exc.code
-            return _failure("TOOL_EXECUTION_FAILED", f"{type(exc).__name__}: {exc}", details)
+            return _failure("TOOL_EXECUTION_FAILED", exception_text(exc), details)
         finally:
             logger.debug("tool %s ran for %.3fs", item.name, time.monotonic() - started)
-        if isinstance(value, ToolResult):
-            return value
         try:
-            data = _jsonable(value)
-        except (TypeError, ValueError, RecursionError) as exc:
-            return _failure(
-                "TOOL_RESULT_INVALID",
-                f"tool {item.name!r} returned something JSON cannot carry: {exc}",
-                {"type": type(value).__name__},
-            )
-        return ToolResult(ok=True, data=data)
+            return _result_of(item.name, value)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # foreign code in the value (asdict, __iter__ ...) failed
+            return _invalid_result(item.name, value, exc)
+
+
+def _result_of(name: str, value: Any) -> ToolResult:
+    """The tool's return value as a result JSON can carry; raises when it cannot.
+
+    A returned :class:`ToolResult` passes through unchanged once its parts are checked.
+    """
+    if not isinstance(value, ToolResult):
+        return ToolResult(ok=True, data=_jsonable(value))
+    if value.ok is True:
+        _jsonable(value.data)
+        return value
+    if value.ok is not False:
+        raise TypeError(f"ToolResult.ok must be True or False, not a {type_name(value.ok)}")
+    error = value.error
+    if error is None:
+        return value
+    if not (
+        isinstance(error, ErrorInfo)
+        and isinstance(error.message, str)
+        and isinstance(error.code, str)
+        and (error.details is None or isinstance(error.details, dict))
+    ):
+        raise TypeError("ToolResult.error must be an ErrorInfo with a str message and code")
+    _jsonable(error.details)
+    return value
+
+
+def _invalid_result(name: str, value: Any, exc: BaseException) -> ToolResult:
+    return _failure(
+        "TOOL_RESULT_INVALID",
+        f"tool {name!r} returned something JSON cannot carry: {exception_text(exc)}",
+        {"type": type_name(value)},
+    )
 
 
 def _is_json_object(text: str) -> bool:

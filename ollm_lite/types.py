@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Literal, TypeAlias
 
+from ._safe_text import safe_str
+
 __all__ = [
     "ChatEvent",
     "ChatFinishEvent",
@@ -216,18 +218,22 @@ class ToolResult:
     def to_json(self) -> str:
         """``{"ok": true, "data": ...}`` or ``{"ok": false, "error": {...}}`` as JSON text.
 
-        Never raises: data that JSON cannot encode is written as its ``str()``.
+        Never raises: data that JSON cannot encode is written as its ``str()`` (its type name
+        when even that fails).
         """
-        if self.ok:
-            payload: dict[str, Any] = {"ok": True, "data": self.data}
-        else:
-            err = self.error or ErrorInfo("tool failed", "TOOL_ERROR")
-            payload = {"ok": False, "error": err.to_dict()}
+        err = self.error if isinstance(self.error, ErrorInfo) else None
+        err = err or ErrorInfo("tool failed", "TOOL_ERROR")
+        payload: dict[str, Any] = (
+            {"ok": True, "data": self.data} if self.ok else {"ok": False, "error": err.to_dict()}
+        )
         try:
-            return json.dumps(payload, ensure_ascii=False, default=str)
-        except (ValueError, TypeError, RecursionError):
-            payload["data"] = str(self.data)
-            return json.dumps(payload, ensure_ascii=False, default=str)
+            return json.dumps(payload, ensure_ascii=False, default=safe_str)
+        except Exception:  # circular, too deep, NaN, non-str keys, a hook that raises ...
+            if self.ok:
+                payload["data"] = safe_str(self.data)
+            else:
+                payload["error"] = {"code": safe_str(err.code), "message": safe_str(err.message)}
+            return json.dumps(payload, ensure_ascii=False, default=safe_str)
 
 
 # --------------------------------------------------------------------------- requests
@@ -423,6 +429,9 @@ class ErrorEvent:
     """The end of a stream by failure; text yielded before it stays valid."""
 
     error: ErrorInfo
+    exception: BaseException | None = field(default=None, compare=False, repr=False, kw_only=True)
+    """The exception behind the failure when there was one (for tracebacks, ``--debug``);
+    not part of the event's value: equality, ``repr`` and ``error`` ignore it."""
     type: ClassVar[Literal["error"]] = "error"
 
 

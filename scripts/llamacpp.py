@@ -615,15 +615,35 @@ def running_server(kind: ServerKind, **kwargs: Any) -> Iterator[ServerInfo]:
 # --------------------------------------------------------------------------- quickstart
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived: unwind so that ``finally`` blocks stop what was started."""
+
+
+def _raise_terminated(signum: int, frame: Any) -> None:
+    raise _Terminated
+
+
 def quickstart(prompt: str, *, root: Path | None = None) -> int:
     """Install the py server and the model, serve them, run ``ollm-lite chat``, stop the server.
 
     The answer streams to this process's stdout. The server is stopped in every case, Ctrl-C
-    included.
+    and SIGTERM included (SIGTERM still works when the quick start was started with SIGINT
+    ignored, as ``nohup`` and background jobs do).
 
     Returns:
-        The chat command's exit code (130 after Ctrl-C).
+        The chat command's exit code (130 after Ctrl-C, 143 after SIGTERM).
     """
+    # Python's default for SIGTERM ends the process at once, skipping every ``finally``.
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return _quickstart(prompt, root)
+    except _Terminated:
+        return 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _quickstart(prompt: str, root: Path | None) -> int:
     root = cache_root() if root is None else root
     install("py", root=root)
     say("starting the llama-cpp-python server with Gemma 3 270M")
@@ -649,6 +669,14 @@ def quickstart(prompt: str, *, root: Path | None = None) -> int:
         chat = subprocess.Popen(cmd, env=env)
         try:
             return chat.wait()
+        except _Terminated:
+            chat.terminate()  # not in our process group's signal: pass it on
+            try:
+                chat.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                chat.kill()
+                chat.wait()
+            raise
         except KeyboardInterrupt:
             # The chat got the same SIGINT (same process group): let it end cleanly.
             try:

@@ -226,7 +226,7 @@ class GeminiProvider(BaseProvider):
             self._require_key()
             body = self._body(request)
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         path = f"{_model_path(request.model)}:streamGenerateContent"
         state = self._state(path, request.model)
@@ -253,7 +253,7 @@ class GeminiProvider(BaseProvider):
             yield FinishEvent("cancelled")
             return
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         finally:
             self._remember(state)

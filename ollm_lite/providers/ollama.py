@@ -182,7 +182,7 @@ class LocalProvider(BaseProvider):
         try:
             body = self._chat_body(request, stream=True)
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         logger.debug(
             "local chat_stream model=%s messages=%d tools=%d",
@@ -219,7 +219,7 @@ class LocalProvider(BaseProvider):
             yield FinishEvent("cancelled")
             return
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         yield self._transport.redact.event(state.end(decoder.skipped))
 

@@ -250,7 +250,7 @@ class OpenAICompatibleProvider(BaseProvider):
         try:
             body = self._chat_body(request, stream=True)
         except OllmError as exc:
-            yield ErrorEvent(exc.to_info())
+            yield ErrorEvent(exc.to_info(), exception=exc)
             return
         logger.debug(
             "%s chat_stream backend=%s model=%s messages=%d tools=%d",
@@ -293,7 +293,7 @@ class OpenAICompatibleProvider(BaseProvider):
             return
         except OllmError as exc:
             if state.terminal is None:
-                yield ErrorEvent(exc.to_info())
+                yield ErrorEvent(exc.to_info(), exception=exc)
             return
         events, terminal = state.end()
         yield from events

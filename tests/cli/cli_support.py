@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,8 +52,16 @@ def run(
     )
 
 
+def default_sigint() -> None:
+    """For ``preexec_fn``: the child gets Ctrl-C's default disposition, however this test run
+    was started (a run with SIGINT ignored would pass the ignore on to every child)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def popen(home: Path, *args: str, **kw: Any) -> subprocess.Popen[bytes]:
-    """Start the CLI with pipes (bytes; the caller reads incrementally)."""
+    """Start the CLI with pipes (bytes; the caller reads incrementally) and SIGINT at its
+    default disposition (``preexec_fn=None`` keeps the inherited one)."""
+    kw.setdefault("preexec_fn", default_sigint)
     return subprocess.Popen(
         command(*args),
         cwd=ROOT,

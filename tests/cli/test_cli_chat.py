@@ -83,6 +83,43 @@ def test_output_arrives_while_the_server_is_still_streaming(tmp_path: Path) -> N
     assert (first + rest).decode() == ANSWER + "\n"
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_started_with_sigint_ignored_the_chat_keeps_ignoring_it(tmp_path: Path) -> None:
+    """``nohup``/a background job starts the CLI with SIGINT ignored: a Ctrl-C meant for the
+    terminal's foreground job must not stop it; the answer completes, exit 0."""
+    chunks = text_transcript()
+    gate = threading.Event()
+
+    def handler(client: socket.socket, req: Seen) -> None:
+        client.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        client.sendall(b"%x\r\n%s\r\n" % (len(chunks[0]), chunks[0]))
+        gate.wait(10)
+        for data in chunks[1:]:
+            client.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+        client.sendall(b"0\r\n\r\n")
+
+    with serve({("POST", "/api/chat"): handler}) as server:
+        proc = popen(
+            tmp_path, "--host", server.url, "--model", "m", "chat", "hi", preexec_fn=_ignore_sigint
+        )
+        try:
+            assert proc.stdout is not None
+            first = _read_until(proc.stdout, b"The", timeout=15)
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.5)  # room for a (wrong) reaction before the rest arrives
+        finally:
+            gate.set()
+        rest, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert (first + rest).decode() == ANSWER + "\n"
+
+
 def _read_until(pipe: object, marker: bytes, timeout: float) -> bytes:
     fd = pipe.fileno()  # type: ignore[attr-defined]
     data = b""
@@ -182,6 +219,30 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert "Traceback" in out.stderr
     assert "ollm-lite: error [CONNECTION_FAILED]" in out.stderr
+
+
+def test_chat_debug_shows_the_traceback_of_a_failed_chat(tmp_path: Path) -> None:
+    """``chat --debug``: the exception behind the error event is printed as a traceback,
+    then the one-line error; without ``--debug`` only the line."""
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--debug", "--host", url, "--model", "m", "chat", "hi")
+    assert out.returncode == 1
+    assert "Traceback (most recent call last)" in out.stderr
+    assert "ConnectionFailed" in out.stderr
+    assert out.stderr.rstrip().splitlines()[-1].startswith("ollm-lite: error [CONNECTION_FAILED]")
+    plain = run(tmp_path, "--host", url, "--model", "m", "chat", "hi")
+    assert_one_line_error(plain.stderr, "CONNECTION_FAILED")
+
+
+def test_chat_json_output_leaves_the_exception_out(tmp_path: Path) -> None:
+    """``--json`` events carry the error as data; the exception object is not serialised."""
+    url = f"http://127.0.0.1:{refuse_port()}"
+    out = run(tmp_path, "--host", url, "--model", "m", "chat", "--json", "hi")
+    assert out.returncode == 1
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    error = next(e for e in events if e["type"] == "error")
+    assert set(error) == {"type", "error"}
+    assert error["error"]["code"] == "CONNECTION_FAILED"
 
 
 def test_error_mid_stream_keeps_the_partial_answer(tmp_path: Path) -> None:

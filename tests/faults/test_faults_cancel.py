@@ -14,7 +14,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 from faults.fault_server import (
@@ -277,13 +277,24 @@ def test_many_concurrent_cancellations(wire: Wire, no_leaks: Callable[..., None]
 # --------------------------------------------------------------------------- KeyboardInterrupt
 
 
+@pytest.fixture
+def default_sigint() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` during the test, however the run was started (a run
+    started with SIGINT ignored would otherwise never see the signal); restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():  # pragma: no cover
+        pytest.skip("signals are delivered to the main thread only")
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_keyboard_interrupt_passes_through_a_blocked_read(
-    wire: Wire, no_leaks: Callable[..., None]
+    wire: Wire, no_leaks: Callable[..., None], default_sigint: None
 ) -> None:
     """Ctrl-C while the stream waits on a silent server raises ``KeyboardInterrupt`` out of
     the generator (not an error event, not ``Cancelled``), and nothing is left behind."""
-    if threading.current_thread() is not threading.main_thread():  # pragma: no cover
-        pytest.skip("signals are delivered to the main thread only")
     with serve({wire.path: headers_then_silence(wire.content_type)}) as server:
         provider = wire.provider(server.url, timeout=Timeouts(connect=1.0, idle=30.0))
         timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
