@@ -7,8 +7,10 @@ ones that must stop. The thread starts with the first watched request, serves ev
 after it, and ends once nothing has been watched for :data:`LINGER_S` (or when the transport
 is closed), so an idle transport holds no thread.
 
-A request is *finished* (:meth:`Scope.finish`) before its connection goes back to the pool:
-after that, no abort can reach a socket that another request may already be using.
+A connection leaves its request's scope when it goes back to the pool (:meth:`Scope.detach`,
+called by the pool itself, also when urllib3 returns it on reading a body's end), and a closed
+response finishes its scope (:meth:`Scope.finish`) before releasing its connection: no abort
+can reach a socket that another request may already be using.
 """
 
 from __future__ import annotations
@@ -107,6 +109,13 @@ class Scope:
                 self.reason = reason
             for conn in self.conns:
                 shutdown(conn)
+
+    def detach(self, conn: object) -> None:
+        """Stop watching ``conn`` and its socket: it goes back to the pool, where a later
+        abort of this request must not reach it."""
+        sock = getattr(conn, "sock", None)
+        with self._lock:
+            self.conns = [c for c in self.conns if c is not conn and c is not sock]
 
     def finish(self) -> None:
         """The request is over: later aborts touch none of its (maybe pooled) sockets."""

@@ -57,6 +57,7 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("urllib3.connection.HTTPConnection", "connect"),
     ("urllib3.connection.HTTPConnection", "request"),
     ("urllib3.connectionpool.HTTPConnectionPool", "ConnectionCls"),
+    ("urllib3.connectionpool.HTTPConnectionPool", "_put_conn"),
     ("urllib3.response.HTTPResponse", "read_chunked"),
     ("urllib3.response.HTTPResponse", "supports_chunked_reads"),
     ("urllib3.response.HTTPResponse", "read1"),
@@ -102,6 +103,8 @@ def _attach_current(conn: HTTPConnection, *, reused: bool = False) -> None:
     if scope is not None:
         scope.reused = reused
         scope.attach(conn)
+        if isinstance(conn, _ScopedHTTPConnection):
+            conn.scope = scope
         # The socket itself too, not only the connection that holds it: for an answer read
         # until the connection closes (neither Content-Length nor chunked), http.client's
         # getresponse() hands the socket to the response and calls conn.close(), which sets
@@ -159,6 +162,9 @@ def _scoped_new_conn(conn: HTTPConnection) -> socket.socket:
 class _ScopedHTTPConnection(HTTPConnection):
     """Registers itself with the sending thread's scope before each request."""
 
+    #: The scope of the request the connection carries, until it goes back to the pool.
+    scope: Scope | None = None
+
     def _new_conn(self) -> socket.socket:
         return _scoped_new_conn(self)
 
@@ -176,11 +182,28 @@ class _ScopedHTTPSConnection(_ScopedHTTPConnection, HTTPSConnection):
     """The same for HTTPS: ``HTTPSConnection.connect`` opens its socket with ``_new_conn``."""
 
 
+def _leave_scope(conn: Any) -> None:
+    """Detach a connection going back to the pool from its request's scope.
+
+    urllib3 returns a connection to the pool as soon as a body is read to its end, before the
+    caller closes the response: from then on another request may use it, and the first
+    request's cancel must not shut it down.
+    """
+    scope = getattr(conn, "scope", None)
+    if scope is not None:
+        scope.detach(conn)
+        conn.scope = None
+
+
 class _ScopedHTTPPool(HTTPConnectionPool):
     ConnectionCls = _ScopedHTTPConnection
 
+    def _put_conn(self, conn: Any) -> None:
+        _leave_scope(conn)
+        super()._put_conn(conn)
 
-class _ScopedHTTPSPool(HTTPSConnectionPool):
+
+class _ScopedHTTPSPool(_ScopedHTTPPool, HTTPSConnectionPool):
     ConnectionCls = _ScopedHTTPSConnection
 
 

@@ -65,6 +65,24 @@ def test_the_watcher_starts_with_a_watched_request_and_close_ends_it() -> None:
         assert not thread.is_alive()
 
 
+def test_a_cancel_after_the_body_ended_spares_the_pooled_connection() -> None:
+    """urllib3 returns the connection to the pool as soon as the body is read, before the
+    response is closed: a cancel set in between must not shut down that connection, which the
+    next request reuses."""
+    events = [b'data: {"i": %d}\n\n' % i for i in range(3)]
+    with serve({"/s": stream_script(events, keep_alive=True)}) as server:
+        transport = Transport(server.url, provider="test", retry=RetryPolicy(retries=0))
+        cancel = threading.Event()
+        with transport.open_stream("POST", "/s", cancel=cancel) as first:
+            assert list(first.iter_chunks()) == events  # the connection is back in the pool
+            cancel.set()
+            assert wait_until(lambda: first._scope.reason == "cancelled")
+        with transport.open_stream("POST", "/s") as second:
+            assert list(second.iter_chunks()) == events
+        assert len(server._clients) == 1, "the pooled connection was shut down by the cancel"
+        transport.close()
+
+
 def test_a_finished_request_cannot_be_aborted() -> None:
     """Once finished (before its connection goes back to the pool), a request's cancel no
     longer reaches the connection: it may already carry the next request."""
