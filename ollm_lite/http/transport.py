@@ -1,4 +1,4 @@
-"""HTTP transport: the one place a request is sent.
+"""HTTP transport: the session of a provider and the retry loop around each request.
 
 One :class:`Transport` per provider instance owns one ``requests.Session`` (connection reuse;
 safe to share between threads for separate requests) and gives providers two calls:
