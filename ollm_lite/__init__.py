@@ -91,6 +91,14 @@ _EXPORTS: dict[str, str] = {
     "ReActToolHandler": "react",
     "TokenCounter": "tokens",
     "ChatClient": "chat",
+    # the script API
+    "Client": "client",
+    "Reply": "_reply",
+    "Session": "_session",
+    "ask": "client",
+    "connect": "client",
+    "load_session": "client",
+    "stream": "client",
     "Conversation": "chat",
     "Turn": "chat",
     # configuration
@@ -99,6 +107,9 @@ _EXPORTS: dict[str, str] = {
     "ProviderConfig": "config",
     "load_config": "config",
     "validate_config": "config",
+    # tools from MCP servers
+    "McpServer": "mcp",
+    "mcp_tools": "mcp",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"], key=str.casefold)
@@ -118,10 +129,23 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
+    from ._reply import (
+        Reply as Reply,
+    )
+    from ._session import (
+        Session as Session,
+    )
     from .chat import (
         ChatClient as ChatClient,
         Conversation as Conversation,
         Turn as Turn,
+    )
+    from .client import (
+        Client as Client,
+        ask as ask,
+        connect as connect,
+        load_session as load_session,
+        stream as stream,
     )
     from .config import (
         Config as Config,
@@ -148,6 +172,10 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
     from .http.policy import (
         RetryPolicy as RetryPolicy,
         Timeouts as Timeouts,
+    )
+    from .mcp import (
+        McpServer as McpServer,
+        mcp_tools as mcp_tools,
     )
     from .providers.base import (
         ProviderAdapter as ProviderAdapter,

@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -37,10 +38,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ._call_settings import CallSettings
 from ._cancel_scope import LinkedEvent, cancel_scope
 from ._history_format import json_kind, message_from_dict, message_to_dict, optional_str
 from ._safe_text import exception_text, type_name
-from .errors import ConfigError, OllmError, ProviderNotFound
+from .errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
 from .providers.base import ProviderAdapter
 from .react import STOP_SEQUENCES, ReActToolHandler
 from .registry import ProviderRegistry
@@ -165,6 +167,7 @@ class ChatClient:
         self.options = options or GenerationOptions()
         self._counters: dict[int, TokenCounter] = {}
         self._lock = threading.Lock()
+        _build_default_provider(registry)
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, providers={self.registry.list()!r})"
@@ -228,6 +231,7 @@ class ChatClient:
         cancel: threading.Event | None,
         tool_mode: ToolMode,
         turns: list[Turn] | None = None,
+        settings: CallSettings | None = None,
     ) -> Iterator[ChatEvent]:
         loop = _Loop(
             client=self,
@@ -241,6 +245,7 @@ class ChatClient:
             cancel=cancel,
             tool_mode=tool_mode,
             turns=turns if turns is not None else [],
+            settings=settings or CallSettings(),
         )
         return loop.run(prompt, images)
 
@@ -270,6 +275,7 @@ class _Loop:
         cancel: threading.Event | None,
         tool_mode: ToolMode,
         turns: list[Turn],
+        settings: CallSettings,
     ) -> None:
         self.client = client
         self.history = history
@@ -284,6 +290,8 @@ class _Loop:
         self.cancel = LinkedEvent(cancel)
         self.tool_mode = tool_mode
         self.turns = turns
+        self.settings = settings
+        self.external = {t.name for t in settings.external_tools}
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
 
@@ -328,6 +336,8 @@ class _Loop:
             return
         self.history.append(user)
         schemas = self.tools.schemas() if self.tools is not None and len(self.tools) else []
+        handled = {s.name for s in schemas}
+        schemas += [s for s in self.settings.external_tools if s.name not in handled]
         react = None
         if schemas:
             with cancel_scope(cancel):  # may ask the server (Ollama: /api/show)
@@ -343,8 +353,14 @@ class _Loop:
             if number >= self.max_turns:
                 yield self._finish("max_turns")
                 return
+            remaining = self.settings.remaining()
+            if remaining is not None and remaining <= 0:
+                late = self._deadline_error(model)
+                yield ErrorEvent(late.to_info(), exception=late)
+                yield self._finish("error")
+                return
             number += 1
-            request = self._request(model, schemas, react)
+            request = self._request(model, schemas, react, number)
             with cancel_scope(cancel):  # the window and a tokenizer may be asked over HTTP
                 check = self.client._counter(adapter).check(request)
             if cancel.is_set():  # those calls fall back quietly when cancelled
@@ -422,6 +438,9 @@ class _Loop:
                     return
                 turn.tool_calls = _unique_ids(turn.tool_calls, number)
                 self.history.append(_assistant(turn.text, turn.tool_calls))
+            if any(self._is_external(c.name) for c in turn.tool_calls):
+                yield from self._stop_for_caller(turn, react)
+                return
             results = yield from self._run_tools(turn.tool_calls)
             turn.results = results
             for call, result in zip(turn.tool_calls, results, strict=True):
@@ -472,25 +491,71 @@ class _Loop:
             known = getattr(capabilities, "tool_calling", None)
         return known is not False  # unknown: try native, most servers accept tools
 
+    def _is_external(self, name: str) -> bool:
+        return name in self.external and (self.tools is None or name not in self.tools)
+
+    def _stop_for_caller(self, turn: Turn, react: ReActToolHandler | None) -> Iterator[ChatEvent]:
+        """A call to a tool without a handler: run the handled calls, then stop the chat.
+
+        Every call is announced; the handled ones run and their results join the history, the
+        others are left for the caller (``finish == "tool_calls"``).
+        """
+        ours = [c for c in turn.tool_calls if not self._is_external(c.name)]
+        results = yield from self._run_tools(ours, announce=turn.tool_calls)
+        for call, result in zip(ours, results, strict=True):
+            if react is not None:
+                self.history.append(Message.user(react.format_observation(result)))
+            else:
+                self.history.append(Message.tool(result, call))
+        if self.cancel.is_set():
+            yield self._finish("cancelled")
+            return
+        yield TurnCompleteEvent(turn.number)
+        yield self._finish("tool_calls")
+
+    def _deadline_error(self, model: str | None) -> RequestTimeout:
+        limit = self.settings.timeout
+        return RequestTimeout(
+            f"the call did not finish within its {limit:g} s timeout"
+            if limit is not None
+            else "the call passed its deadline",
+            model=model,
+            details={"timeout": limit},
+        )
+
     def _request(
-        self, model: str, schemas: list[ToolSchema], react: ReActToolHandler | None
+        self,
+        model: str,
+        schemas: list[ToolSchema],
+        react: ReActToolHandler | None,
+        number: int,
     ) -> ProviderRequest:
         system = self.system_prompt
         options = self.options
+        settings = self.settings
         tools: list[ToolSchema] | None = schemas or None
+        tool_choice = settings.tool_choice_for(number) if tools else "auto"
         if react is not None:
             system = f"{system}\n\n{react.instructions()}" if system else react.instructions()
             stops = list(options.stop or [])
             stops += [s for s in STOP_SEQUENCES if s not in stops]
             options = replace(options, stop=stops)
             tools = None
+            tool_choice = "auto"
+        remaining = settings.remaining()
         return ProviderRequest(
             model,
             list(self.history),
             system_prompt=system,
             tools=tools,
+            tool_choice=tool_choice,
             options=options,
+            response_format=settings.response_format,
             cancel=self.cancel,
+            timeout=None if remaining is None else max(remaining, 0.001),
+            think=settings.think,
+            keep_alive=settings.keep_alive,
+            headers=dict(settings.headers),
         )
 
     def _stream(
@@ -566,13 +631,21 @@ class _Loop:
             {**self.usage.extra, **usage.extra},
         )
 
-    def _run_tools(self, calls: list[ToolCall]) -> Generator[ChatEvent, None, list[ToolResult]]:
-        """Run ``calls`` in parallel; yield start/result events; return results in call order."""
+    def _run_tools(
+        self, calls: list[ToolCall], announce: list[ToolCall] | None = None
+    ) -> Generator[ChatEvent, None, list[ToolResult]]:
+        """Run ``calls`` in parallel; yield start/result events; return results in call order.
+
+        ``announce``: the calls to yield start events for (default ``calls``), in order.
+        """
         registry = self.tools or ToolRegistry()
         timeout = self.client.tool_timeout or registry.timeout
+        remaining = self.settings.remaining()
+        if remaining is not None:  # the call's deadline bounds its tools too
+            timeout = max(0.001, remaining if timeout is None else min(timeout, remaining))
         # Started before the start events go out: a slow consumer does not hold the tools back.
         batch = _ToolBatch(registry, calls, self.cancel, self.client.max_parallel_tools, timeout)
-        for call in calls:
+        for call in calls if announce is None else announce:
             yield ToolCallStartEvent(call)
         results: list[ToolResult] = []
         for call, result in zip(calls, batch.results_in_order(), strict=True):
@@ -598,7 +671,12 @@ class _Loop:
 
 
 class _ToolBatch:
-    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn."""
+    """The tool calls of one turn on ``width`` daemon threads; queued calls wait their turn.
+
+    Each call gets a cancel event of its own, set when the chat is cancelled and when that
+    call runs past the timeout: a tool that takes ``cancel`` (an MCP server's tool among
+    them) learns that its result is no longer wanted and can stop its work.
+    """
 
     def __init__(
         self,
@@ -615,11 +693,24 @@ class _ToolBatch:
         self._results: list[ToolResult | None] = [None] * len(calls)
         self._started: list[float | None] = [None] * len(calls)
         self._done = [threading.Event() for _ in calls]
+        self._call_cancel = [threading.Event() for _ in calls]
         self._next = 0
         self._lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         for _ in range(min(width, len(calls))):
             self._start_worker()
+        if calls:
+            threading.Thread(
+                target=self._relay_cancel, name="ollm-tool-cancel", daemon=True
+            ).start()
+
+    def _relay_cancel(self) -> None:
+        """Set every call's event once the chat's is set, even when nobody reads the results."""
+        while not all(done.is_set() for done in self._done):
+            if self._cancel.wait(_POLL_S):
+                for event in self._call_cancel:
+                    event.set()
+                return
 
     def _start_worker(self) -> None:
         worker = threading.Thread(target=self._work, name="ollm-tool", daemon=True)
@@ -637,7 +728,7 @@ class _ToolBatch:
             call = self._calls[index]
             result: ToolResult | None = None
             try:
-                answer: object = self._registry.execute(call, self._cancel)
+                answer: object = self._registry.execute(call, self._call_cancel[index])
                 # A registry subclass may break its contract: check rather than trust.
                 result = (
                     answer
@@ -665,6 +756,8 @@ class _ToolBatch:
         done = self._done[index]
         while not done.wait(_POLL_S):
             if self._cancel.is_set():
+                for event in self._call_cancel:
+                    event.set()
                 return self._settle(index, _failure("CANCELLED", f"tool {call.name!r} cancelled"))
             if not any(worker.is_alive() for worker in self._workers) and not done.is_set():
                 with self._lock:  # every worker is gone: run what is queued, answer the rest
@@ -687,6 +780,7 @@ class _ToolBatch:
                         {"timeout": self._timeout},
                     ),
                 )
+                self._call_cancel[index].set()
                 with self._lock:
                     queued = self._next < len(self._calls)
                 if queued:  # its thread is still stuck in the tool: the queue needs another
@@ -766,6 +860,18 @@ def _user_message(prompt: str | Message, images: Iterable[ImagePart]) -> Message
     if not message.parts:
         raise ConfigError("the prompt is empty: give some text or an image")
     return message
+
+
+def _build_default_provider(registry: ProviderRegistry) -> None:
+    """Build the registry's default provider now, with the HTTP library it imports.
+
+    A lazily registered provider would otherwise be built, and ``requests`` imported, inside
+    the first chat, before that chat can look at its cancel event: on a busy machine that
+    import alone takes seconds. A provider that cannot be built is left to the chat, which
+    reports why as an ``ErrorEvent`` (the same error, at the same place as before).
+    """
+    with contextlib.suppress(OllmError):
+        registry.get()
 
 
 def _tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:

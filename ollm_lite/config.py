@@ -19,6 +19,8 @@ else ``~/.config/ollm/config.toml``. String values may use ``${VAR}`` and ``${VA
     backend = "lmstudio"
     [context_limits]
     "llama3.2" = 8192
+    [mcp.servers.git]                       # MCP servers whose tools chats may use
+    command = ["mcp-server-git"]
 
 Environment: ``OLLM_PROVIDER``, ``OLLM_MODEL``, ``OLLAMA_HOST``, ``OLLAMA_API_KEY``,
 ``VLLM_HOST``, ``VLLM_API_KEY``, ``OPENAI_COMPATIBLE_HOST``, ``OPENAI_COMPATIBLE_API_KEY``,
@@ -52,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._mcp_config import McpServerConfig, mcp_issues, parse_mcp_table
 from .errors import ConfigError
 from .http.secrets import Redactor, unsendable
 from .http.urls import URLProblem, parse_base_url, without_userinfo
@@ -63,6 +66,7 @@ __all__ = [
     "PROVIDER_ALIASES",
     "Config",
     "ConfigIssue",
+    "McpServerConfig",
     "ProviderConfig",
     "canonical_provider",
     "config_path",
@@ -145,7 +149,7 @@ def env_names(path: str) -> list[str]:
     return [var for var, target in ENV_VARS.items() if target == path]
 
 
-_TOP_KEYS = ("provider", "model", "providers", "context_limits")
+_TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp")
 _SECTION_KEYS = ("base_url", "api_key", "backend", "timeout")
 #: Override keys that apply to the selected provider's section (``--host``, ``--api-key``).
 _SHORTHAND_KEYS = _SECTION_KEYS
@@ -203,6 +207,8 @@ class Config:
         model: The default model, if any.
         providers: Settings per provider, keyed by canonical name.
         context_limits: Context window per model name (wins over what servers report).
+        mcp_servers: MCP servers by name (``[mcp.servers.NAME]``), for ``mcp_tools(NAME)``
+            and ``ollm-lite chat --tools NAME``.
         source: The file that was read, or ``None`` when none was.
         origins: Dotted path → where its value came from (``file``, ``env NAME``,
             ``override``), for ``ollm-lite config show``.
@@ -215,6 +221,7 @@ class Config:
     model: str | None = None
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     context_limits: dict[str, int] = field(default_factory=dict)
+    mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     issues: list[ConfigIssue] = field(default_factory=list, repr=False, compare=False)
@@ -374,6 +381,7 @@ class _Layer:
         self.model: Any = None
         self.sections: dict[str, dict[str, Any]] = {}
         self.context_limits: dict[str, Any] = {}
+        self.mcp_servers: dict[str, McpServerConfig] = {}
         self.shorthand: dict[str, Any] = {}
         self.origins: dict[str, str] = {}
         self.issues: list[ConfigIssue] = []
@@ -414,6 +422,12 @@ def _file_layer(data: Mapping[str, Any], origin: str) -> _Layer:
             for model, limit in value.items():
                 layer.context_limits[str(model)] = limit
                 layer.origins[f"context_limits.{model}"] = origin
+        elif key == "mcp":
+            servers, problems = parse_mcp_table(value)
+            layer.mcp_servers.update(servers)
+            layer.issues.extend(ConfigIssue(path, message) for path, message in problems)
+            for name in servers:
+                layer.origins[f"mcp.servers.{name}"] = origin
         else:
             layer.issues.append(_unknown_key(key, key, _TOP_KEYS))
     return layer
@@ -495,6 +509,7 @@ def _merge(layers: list[_Layer]) -> Config:
         for name, values in layer.sections.items():
             sections.setdefault(name, {}).update(values)
         config.context_limits.update(layer.context_limits)
+        config.mcp_servers.update(layer.mcp_servers)
         config.origins.update(layer.origins)
         config.issues.extend(layer.issues)
     # --host / --api-key apply to whichever provider is selected once every layer is merged.
@@ -641,6 +656,9 @@ def validate_config(config: Config) -> list[ConfigIssue]:
                     "api_key in [providers.gemini]",
                 )
             )
+    servers: Any = config.mcp_servers
+    if isinstance(servers, dict):
+        issues.extend(ConfigIssue(path, message) for path, message in mcp_issues(servers))
     loaded = {issue.path for issue in config.issues}
     issues = [*config.issues, *(i for i in issues if i.path not in loaded)]
     secrets = config_secrets(config)
@@ -787,9 +805,20 @@ def _secret_strings(value: Any) -> list[str]:
 def config_secrets(config: Config) -> list[str]:
     """Every configured API key value (to mask wherever a key was pasted by mistake)."""
     providers: Any = config.providers
-    if not isinstance(providers, dict):
-        return []
-    return [s for p in providers.values() for s in _secret_strings(getattr(p, "api_key", None))]
+    servers: Any = config.mcp_servers
+    found = [
+        s
+        for p in (providers.values() if isinstance(providers, dict) else ())
+        for s in _secret_strings(getattr(p, "api_key", None))
+    ]
+    for server in servers.values() if isinstance(servers, dict) else ():
+        found.extend(_secret_strings(getattr(server, "headers", None)))
+        env: Any = getattr(server, "env", None)
+        if isinstance(env, dict):
+            found.extend(
+                s for k, v in env.items() if _secret_path(str(k)) for s in _secret_strings(v)
+            )
+    return found
 
 
 def mask_secrets(text: str, secrets: list[str]) -> str:
@@ -833,4 +862,19 @@ def redacted(config: Config) -> dict[str, Any]:
         out["providers"] = providers
     if config.context_limits:
         out["context_limits"] = dict(config.context_limits)
+    if config.mcp_servers:
+        out["mcp"] = {"servers": {name: _mcp_display(s) for name, s in config.mcp_servers.items()}}
     return {key: mask(value) for key, value in out.items()}
+
+
+def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key in ("command", "env", "cwd", "timeout", "url"):
+        value = getattr(server, key)
+        if value is not None and value != {}:
+            values[key] = value
+    if isinstance(server.env, dict) and server.env:
+        values["env"] = {k: "***" if _secret_path(str(k)) else v for k, v in server.env.items()}
+    if isinstance(server.headers, dict) and server.headers:
+        values["headers"] = {k: "***" for k in server.headers}
+    return values

@@ -20,6 +20,9 @@ a dataclass / ``TypedDict``            a nested object with its own ``properties
 no annotation / ``Any``                ``{}`` (any JSON value)
 =====================================  ===================================================
 
+Tools living elsewhere (an MCP server's, from ``McpServer.tools()``) carry a ``runner`` instead:
+the registry hands it the JSON arguments and the cancel event, unconverted.
+
 A parameter with a default is not ``required`` (its default is written as ``"default"`` when
 JSON can express it). A parameter named ``cancel`` is left out of the schema: the tool then
 receives the chat's ``threading.Event`` there and should return early once it is set.
@@ -47,6 +50,7 @@ data (``dataclasses.asdict`` / ``.value``); a tool may also return a :class:`Too
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
 import functools
@@ -74,8 +78,10 @@ __all__ = [
     "ToolDefinitionError",
     "ToolRegistry",
     "parse_docstring",
+    "schema_for_type",
     "tool",
     "validate_arguments",
+    "value_for_type",
 ]
 
 logger = logging.getLogger(__name__)
@@ -111,6 +117,12 @@ class Tool:
     """The function itself; called with the arguments as keywords."""
     accepts_cancel: bool = False
     """``fn`` takes a ``cancel`` keyword and receives the chat's ``threading.Event`` there."""
+    runner: Callable[[dict[str, Any], threading.Event | None], ToolResult] | None = None
+    """For tools that live elsewhere (an MCP server): runs a call from its JSON arguments and
+    the cancel event, instead of ``fn``; the arguments reach it unconverted."""
+    server: str | None = None
+    """Name of the server the tool comes from; when tools given together share a name, such
+    a tool is renamed ``<server>_<name>`` (local tools never are)."""
 
     def schema(self) -> ToolSchema:
         """The tool as the model sees it (a copy: providers may not change the tool).
@@ -166,6 +178,9 @@ def tool(
 
 
 def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | None) -> Tool:
+    bound = _bound_tool(fn)
+    if bound is not None:
+        fn = bound
     if isinstance(fn, Tool):
         return dataclasses.replace(
             fn,
@@ -184,6 +199,16 @@ def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | N
         fn=fn,
         accepts_cancel=accepts_cancel,
     )
+
+
+def _bound_tool(item: Any) -> Tool | None:
+    """The :class:`Tool` of a schema bound to its server (``McpServer.tools()``), else ``None``."""
+    as_tool = getattr(item, "as_tool", None)
+    if isinstance(item, ToolSchema) and callable(as_tool):
+        made = as_tool()
+        if isinstance(made, Tool):
+            return made
+    return None
 
 
 def _check_name(name: str) -> str:
@@ -308,6 +333,29 @@ def _schema_for(annotation: Any, seen: set[Any]) -> dict[str, Any]:
     ):
         return _object_schema(annotation, seen)
     raise ToolDefinitionError(f"no JSON Schema for the annotation {annotation!r}")
+
+
+def schema_for_type(annotation: Any) -> dict[str, Any]:
+    """The JSON Schema of a type annotation, by the same rules as tool parameters.
+
+    Used for typed answers too (a dataclass or ``TypedDict`` becomes an object schema with
+    its fields' descriptions from the class docstring).
+
+    Raises:
+        ToolDefinitionError: ``TOOL_INVALID_DEFINITION`` for an annotation JSON Schema
+            cannot express.
+    """
+    return _schema_for(annotation, set())
+
+
+def value_for_type(value: Any, annotation: Any) -> Any:
+    """JSON data converted to what ``annotation`` names (a dataclass instance, an ``Enum``
+    member, a tuple …), by the same rules as tool arguments.
+
+    Raises:
+        Exception: whatever the target's constructor raises for data it rejects.
+    """
+    return _coerce(value, annotation)
 
 
 def _enum_schema(values: list[Any]) -> dict[str, Any]:
@@ -549,6 +597,11 @@ def _failure(code: str, message: str, details: dict[str, Any] | None = None) -> 
 class ToolRegistry:
     """The tools of a chat, by name; runs calls and turns every failure into a result.
 
+    Besides functions and tools it accepts tool schemas bound to a server (what
+    ``McpServer.tools()`` returns). When such a tool shares its name with another tool of the
+    registry, it is renamed ``<server>_<name>`` (cut to ``[A-Za-z0-9_-]{1,64}``); local tools
+    and unique names never change.
+
     Attributes:
         timeout: Per-call wall-clock limit in seconds the chat runtime enforces
             (``None``: no limit); a call over it gets a ``TOOL_TIMEOUT`` result.
@@ -574,7 +627,11 @@ class ToolRegistry:
         self.timeout = timeout
         self._tools: dict[str, Tool] = {}
         self._bindings: dict[str, _Binding] = {}
-        for item in tools:
+        made = [_as_tool(item) for item in tools]
+        counts = collections.Counter(t.name for t in made)
+        for item in made:
+            if counts[item.name] > 1 and item.server is not None:
+                item = _qualified(item)  # two tools given together share the name
             self.register(item)
 
     def register(self, fn_or_tool: Tool | Callable[..., Any]) -> Tool:
@@ -583,19 +640,35 @@ class ToolRegistry:
         Returns:
             The registered :class:`Tool`.
 
+        A server's tool whose name is taken is renamed ``<server>_<name>``; a local tool whose
+        name a server's tool holds takes the name, and that tool is renamed instead.
+
         Raises:
             ToolDefinitionError: ``TOOL_INVALID_DEFINITION`` when the function cannot be a tool
                 or another tool already has the name (registering the same tool twice is fine).
         """
-        item = fn_or_tool if isinstance(fn_or_tool, Tool) else tool(fn_or_tool)
+        item = _as_tool(fn_or_tool)
         existing = self._tools.get(item.name)
         if existing is not None:
             if existing is item or existing == item:
                 return existing
+            if item.server is not None:
+                item = _qualified(item)
+            elif existing.server is not None:  # a server's tool makes room for a local one
+                del self._tools[existing.name], self._bindings[existing.name]
+                self._add(_qualified(existing))
+            if item.name in self._tools:
+                if self._tools[item.name] == item:
+                    return self._tools[item.name]
+                raise ToolDefinitionError(f"a tool named {item.name!r} is already registered")
+        self._add(item)
+        return item
+
+    def _add(self, item: Tool) -> None:
+        if item.name in self._tools:
             raise ToolDefinitionError(f"a tool named {item.name!r} is already registered")
         self._tools[item.name] = item
         self._bindings[item.name] = _Binding.of(item.fn)
-        return item
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
@@ -655,6 +728,8 @@ class ToolRegistry:
         invalid = self._check_arguments(item, call)
         if invalid is not None:
             return invalid
+        if item.runner is not None:
+            return self._run_remote(item, call, cancel)
         try:
             kwargs = self._bindings[item.name].arguments(
                 # A copy: a tool that changes its arguments must not change the call, which
@@ -684,6 +759,22 @@ class ToolRegistry:
                 {"errors": errors},
             )
         return None
+
+    def _run_remote(self, item: Tool, call: ToolCall, cancel: threading.Event | None) -> ToolResult:
+        assert item.runner is not None
+        try:
+            result: Any = item.runner(dict(call.args), cancel)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the runner promises results, but a bug is a failure
+            logger.debug("tool %s raised", item.name, exc_info=True)
+            return _failure("TOOL_EXECUTION_FAILED", f"{type(exc).__name__}: {exc}")
+        if isinstance(result, ToolResult):
+            return result
+        return _failure(
+            "TOOL_RESULT_INVALID",
+            f"tool {item.name!r} returned {type(result).__name__}, not a ToolResult",
+        )
 
     def _run(
         self, item: Tool, kwargs: dict[str, Any], cancel: threading.Event | None
@@ -743,6 +834,19 @@ def _invalid_result(name: str, value: Any, exc: BaseException) -> ToolResult:
         f"tool {name!r} returned something JSON cannot carry: {exception_text(exc)}",
         {"type": type_name(value)},
     )
+
+
+def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
+    if isinstance(item, Tool):
+        return item
+    return _bound_tool(item) or tool(item)
+
+
+def _qualified(item: Tool) -> Tool:
+    """``item`` renamed ``<server>_<name>``, cut to the characters and length names allow."""
+    assert item.server is not None
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{item.server}_{item.name}")[:64]
+    return dataclasses.replace(item, name=name)
 
 
 def _is_json_object(text: str) -> bool:

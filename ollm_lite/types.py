@@ -53,6 +53,7 @@ __all__ = [
     "ToolCallEvent",
     "ToolCallResultEvent",
     "ToolCallStartEvent",
+    "Think",
     "ToolChoice",
     "ToolResult",
     "ToolSchema",
@@ -68,9 +69,10 @@ FinishReason: TypeAlias = Literal[
     "stop", "length", "tool", "cancelled", "content_filter", "refusal"
 ]
 ChatFinishReason: TypeAlias = Literal[
-    "complete", "max_turns", "cancelled", "loop_detected", "token_limit", "error"
+    "complete", "max_turns", "cancelled", "loop_detected", "token_limit", "error", "tool_calls"
 ]
-ToolChoice: TypeAlias = Literal["auto", "none"] | dict[str, str]
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | dict[str, str]
+Think: TypeAlias = bool | str
 
 
 # --------------------------------------------------------------------------- message parts
@@ -265,13 +267,21 @@ class ProviderRequest:
     system_prompt: str | None = None
     tools: list[ToolSchema] | None = None
     tool_choice: ToolChoice = "auto"
-    """``"auto"``, ``"none"`` or ``{"name": tool_name}`` to force one tool."""
+    """``"auto"``, ``"none"``, ``"required"`` (some tool) or ``{"name": tool_name}`` (that one)."""
     options: GenerationOptions = field(default_factory=GenerationOptions)
     response_format: Literal["json"] | dict[str, Any] | None = None
     """``"json"`` for any JSON object, a dict for a JSON Schema (structured output)."""
     cancel: threading.Event | None = None
     timeout: float | None = None
     """Total deadline for this request in seconds (``None``: the provider's default)."""
+    think: Think | None = None
+    """Reasoning switch: ``True``/``False``, or an effort level (``"low"``, ``"medium"``,
+    ``"high"``); ``None`` leaves the server's default. Each wire sends it its own way."""
+    keep_alive: str | float | None = None
+    """How long the server keeps the model loaded after this request (Ollama ``"5m"`` or
+    seconds); servers that do not unload models ignore it."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra HTTP headers for this request only."""
 
 
 # --------------------------------------------------------------------------- results

@@ -196,14 +196,30 @@ def contents_from_messages(
     return contents
 
 
+def _thinking_config(think: Any) -> dict[str, Any] | None:
+    if think is None:
+        return None
+    if think is False:
+        return {"thinkingBudget": 0}
+    if think is True:
+        return {"thinkingBudget": -1, "includeThoughts": True}
+    if not isinstance(think, str) or not think:
+        raise ConfigError(f"think must be true, false or a thinking level, not {think!r}")
+    return {"thinkingLevel": think, "includeThoughts": True}
+
+
 def request_body(
     request: ProviderRequest, signatures: Mapping[str, str] | None = None
 ) -> dict[str, Any]:
     """The JSON body of ``generateContent`` / ``streamGenerateContent`` for ``request``.
 
-    ``options.extra_body`` is merged last: nested objects key by key (so
-    ``{"generationConfig": {"thinkingConfig": …}}`` keeps the sampling options), anything
-    else replaces.
+    ``tool_choice="required"`` is ``functionCallingConfig.mode = "ANY"``. ``think``:
+    ``False`` → ``thinkingConfig.thinkingBudget = 0``, ``True`` → a dynamic budget (``-1``)
+    with ``includeThoughts``, a level (``"low"``, ``"high"``) → ``thinkingLevel`` with
+    ``includeThoughts`` (Gemini API "Thinking" guide). ``keep_alive`` has no Gemini
+    equivalent and is not sent. ``options.extra_body`` is merged last: nested objects key by
+    key (so ``{"generationConfig": {"thinkingConfig": …}}`` keeps the sampling options),
+    anything else replaces.
 
     Raises:
         ConfigError: ``CONFIG_INVALID`` when ``tool_choice`` forces a tool that is not offered.
@@ -236,7 +252,7 @@ def request_body(
                 raise ConfigError(f"tool_choice names {name!r}, which is not among the tools")
             config: dict[str, Any] = {"mode": "ANY", "allowedFunctionNames": [name]}
         else:
-            config = {"mode": "NONE" if choice == "none" else "AUTO"}
+            config = {"mode": {"none": "NONE", "required": "ANY"}.get(str(choice), "AUTO")}
         body["toolConfig"] = {"functionCallingConfig": config}
     opts = request.options
     generation: dict[str, Any] = {}
@@ -258,6 +274,9 @@ def request_body(
         generation["responseMimeType"] = "application/json"
         if isinstance(fmt, dict):
             generation["responseSchema"] = clean_schema(fmt)
+    thinking = _thinking_config(request.think)
+    if thinking is not None:
+        generation["thinkingConfig"] = thinking
     if generation:
         body["generationConfig"] = generation
     return merge_body(body, opts.extra_body) if opts.extra_body else body

@@ -315,10 +315,12 @@ def chat_body(
     """The JSON body of ``POST /api/chat`` for ``request``.
 
     ``tools`` is left out when there are none or ``tool_choice == "none"``; a forced tool
-    (``{"name": ...}``) sends only that tool, since Ollama has no ``tool_choice``. ``think``
-    is sent only when ``options.extra_body`` asks for it (Ollama enables thinking by itself
-    for models that support it). ``extra_body`` is merged last: nested objects such as
-    ``options`` key by key, other values replace.
+    (``{"name": ...}``) sends only that tool, since Ollama has no ``tool_choice`` (for
+    ``"required"`` every tool is sent: Ollama cannot force a call). ``think`` (``true``,
+    ``false`` or a level such as ``"high"``) and ``keep_alive`` (``"5m"`` or seconds) are sent
+    when the request sets them (Ollama's ``/api/chat`` fields; without ``think`` the server
+    turns thinking on for models that support it). ``extra_body`` is merged last: nested
+    objects such as ``options`` key by key, other values replace.
 
     Raises:
         ConfigError: ``CONFIG_INVALID`` when a forced tool is not among ``request.tools``.
@@ -343,6 +345,10 @@ def chat_body(
     fmt = request.response_format
     if fmt is not None:
         body["format"] = fmt
+    if request.think is not None:
+        body["think"] = request.think
+    if request.keep_alive is not None:
+        body["keep_alive"] = request.keep_alive
     extra = request.options.extra_body
     return merge_body(body, extra) if extra else body
 

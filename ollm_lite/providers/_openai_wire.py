@@ -23,7 +23,9 @@ message); a stream that stops without ``[DONE]`` and without a ``finish_reason``
 from __future__ import annotations
 
 import json
+import math
 import random
+import re
 import string
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -187,14 +189,64 @@ def tools_to_openai(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
     return out
 
 
-def _response_format(fmt: Any) -> dict[str, Any]:
+def _response_format(fmt: Any, backend: Backend) -> dict[str, Any]:
     if fmt == "json":
         return {"type": "json_object"}
     if isinstance(fmt, dict):
         if fmt.get("type") in ("json_schema", "json_object", "text"):
             return fmt  # already in the wire shape
+        if backend.schema_format == "json_object":
+            return {"type": "json_object", "schema": fmt}
         return {"type": "json_schema", "json_schema": {"name": "response", "schema": fmt}}
     raise ConfigError(f"response_format must be None, 'json' or a JSON Schema dict, not {fmt!r}")
+
+
+def _add_think(body: dict[str, Any], think: Any, backend: Backend) -> None:
+    if think is None:
+        return
+    if isinstance(think, bool):
+        if backend.thinking_switch == "chat_template_kwargs":
+            body["chat_template_kwargs"] = {"enable_thinking": think}
+        elif not think:
+            body["reasoning_effort"] = "none"
+        return
+    if not isinstance(think, str) or not think:
+        raise ConfigError(f"think must be true, false or an effort level, not {think!r}")
+    body["reasoning_effort"] = think
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|h|m|s)")
+
+
+def keep_alive_seconds(value: str | float) -> int | None:
+    """``keep_alive`` as whole seconds: a number of seconds or a Go-style duration
+    (``"5m"``, ``"1h30m"``, ``"90s"``); ``None`` for a negative value (keep forever: send
+    nothing).
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for text that is no duration.
+    """
+    if isinstance(value, bool):
+        raise ConfigError(f"keep_alive must be seconds or a duration like '5m', not {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        text = str(value).strip()
+        sign = -1.0 if text.startswith("-") else 1.0
+        body = text.lstrip("+-")
+        try:
+            seconds = float(body) * sign
+        except ValueError:
+            pieces = _DURATION.findall(body)
+            if not body or "".join(n + u for n, u in pieces) != body:
+                raise ConfigError(
+                    f"keep_alive must be seconds or a duration like '5m', not {value!r}"
+                ) from None
+            scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+            seconds = sign * sum(float(n) * scale[u] for n, u in pieces)
+    if seconds < 0:
+        return None
+    return math.ceil(seconds)
 
 
 def chat_body(
@@ -208,9 +260,14 @@ def chat_body(
 
     ``stream_options.include_usage`` is sent when streaming and the backend accepts it.
     ``tool_choice`` is left out for ``"auto"`` (every server's default when tools are given),
-    sent as ``"none"``, or as ``{"type": "function", "function": {"name": ...}}`` to force a
-    tool. ``response_format``: ``"json"`` → ``{"type": "json_object"}``, a JSON Schema →
-    ``{"type": "json_schema", ...}``. ``repeat_penalty`` goes under the backend's own key.
+    sent as ``"none"`` or ``"required"``, or as ``{"type": "function", "function": {"name":
+    ...}}`` to force a tool. ``response_format``: ``"json"`` → ``{"type": "json_object"}``, a
+    JSON Schema → ``{"type": "json_schema", ...}`` (``{"type": "json_object", "schema": ...}``
+    for the llama.cpp servers). ``repeat_penalty`` goes under the
+    backend's own key. ``think``: an effort level → ``reasoning_effort``; ``True``/``False``
+    the backend's way (:attr:`~ollm_lite.providers.backends.Backend.thinking_switch`).
+    ``keep_alive`` → the backend's key in seconds (LM Studio ``ttl``); other servers keep
+    their models loaded and get nothing.
     ``options.extra_body`` is merged last (nested objects key by key), unless ``extend_extra``
     is false (the caller merges it itself).
 
@@ -249,10 +306,15 @@ def chat_body(
         body["tools"] = tools_to_openai(tools)
         if isinstance(choice, dict):
             body["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
-        elif choice == "none":
-            body["tool_choice"] = "none"
+        elif choice in ("none", "required"):
+            body["tool_choice"] = choice
     if request.response_format is not None:
-        body["response_format"] = _response_format(request.response_format)
+        body["response_format"] = _response_format(request.response_format, backend)
+    _add_think(body, request.think, backend)
+    if request.keep_alive is not None and backend.keep_alive_key is not None:
+        seconds = keep_alive_seconds(request.keep_alive)
+        if seconds is not None:
+            body[backend.keep_alive_key] = seconds
     extra = opts.extra_body
     return merge_body(body, extra) if extra and extend_extra else body
 

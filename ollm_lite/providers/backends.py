@@ -57,6 +57,17 @@ class Backend:
         embeddings: Whether ``/v1/embeddings`` exists.
         guided_decoding: Whether vLLM-style guided decoding (``guided_*`` /
             ``structured_outputs``) is available.
+        thinking_switch: How ``think=True/False`` is sent: ``"chat_template_kwargs"``
+            (``{"enable_thinking": …}``, read by the chat templates of reasoning models on vLLM
+            and llama.cpp) or ``"reasoning_effort"`` (OpenAI's field: ``False`` is
+            ``"none"``, ``True`` leaves the server's default). An effort level such as
+            ``"high"`` is always ``reasoning_effort``.
+        keep_alive_key: Body key for how long the server keeps the model loaded (LM Studio's
+            ``ttl`` in seconds), or ``None`` when the server never unloads models.
+        schema_format: How a JSON Schema answer format is sent: OpenAI's ``"json_schema"``
+            (``{"type": "json_schema", "json_schema": {"name", "schema"}}``) or
+            ``"json_object"`` (``{"type": "json_object", "schema": ...}``, the form both
+            llama.cpp servers turn into a grammar; llama-cpp-python rejects the other).
         quirks: Known stream quirks, for the reader (the parser tolerates all of them anyway).
         source: Where the facts of this row come from.
     """
@@ -75,6 +86,9 @@ class Backend:
     thinking: bool | None = None
     embeddings: bool = True
     guided_decoding: bool = False
+    thinking_switch: Literal["chat_template_kwargs", "reasoning_effort"] = "reasoning_effort"
+    keep_alive_key: str | None = None
+    schema_format: Literal["json_schema", "json_object"] = "json_schema"
     quirks: str = ""
     source: str = ""
 
@@ -104,10 +118,12 @@ BACKENDS: dict[str, Backend] = {
         auth_headers=(_BEARER, ("X-API-Key", False)),
         context_source="lmstudio",
         thinking=None,
+        keep_alive_key="ttl",
         quirks="first tool-call fragment id is a numeric string; reasoning_content only when "
         "the app's developer setting is on",
         source="[LMS] 0_core/authentication.mdx (Bearer, 0.4.0+), 3_openai-compat/index.mdx "
-        "(port 1234), 2_rest/list.md + v0.md (context length), 3_openai-compat/tools.mdx",
+        "(port 1234), 2_rest/list.md + v0.md (context length), 3_openai-compat/tools.mdx, "
+        "api-changelog.md (ttl, 0.3.9)",
     ),
     "localai": Backend(
         name="localai",
@@ -136,12 +152,15 @@ BACKENDS: dict[str, Backend] = {
         context_source="llamacpp",
         health_path="/health",
         thinking=True,
+        thinking_switch="chat_template_kwargs",
+        schema_format="json_object",
         quirks="id and name repeated in every tool-call fragment (llama-cpp-python); final "
         "chunk carries usage and timings (native); SSE comment pings; 503 while loading; "
         "llama-cpp-python ignores include_usage",
         source="[LCPP] tools/server/README.md (/tokenize, /props n_ctx, /health 503, "
         "/v1/models meta, timings, port 8080 moving to 9931), server-http.cpp (Bearer or "
-        "X-Api-Key); [LCPY] /extras/tokenize/count, no /props or /health",
+        "X-Api-Key), response_format json_object + schema; [LCPY] /extras/tokenize/count, no "
+        "/props or /health, server/types.py response_format type text|json_object + schema",
     ),
     "vllm": Backend(
         name="vllm",
@@ -154,6 +173,7 @@ BACKENDS: dict[str, Backend] = {
         repeat_penalty_key="repetition_penalty",
         thinking=True,
         guided_decoding=True,
+        thinking_switch="chat_template_kwargs",
         quirks="reasoning arrives as delta.reasoning (new) or reasoning_content (old); "
         "guided_* silently ignored from 0.12 (structured_outputs instead); errors may come as "
         "data: {error} before [DONE]",

@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from ..errors import Cancelled, UnsupportedOperation, error_from_code
 from ..streams import DEFAULT_MAX_LINE
@@ -29,10 +29,6 @@ from ..types import (
     ProviderEvent,
     ProviderRequest,
     PullProgress,
-    TextEvent,
-    ThinkingEvent,
-    ToolCall,
-    ToolCallEvent,
     Usage,
 )
 
@@ -118,43 +114,36 @@ def approx_token_count(request: ProviderRequest) -> int:
 
 
 def collect_result(events: Iterable[ProviderEvent]) -> ChatResult:
-    """Fold a provider stream into a :class:`ChatResult`.
+    """Fold a provider stream into a :class:`ChatResult` (the same fold as the script API's).
 
     Raises:
         OllmError: the error an ``ErrorEvent`` carried (same class and code).
         Cancelled: ``CANCELLED`` when the stream finished with reason ``cancelled``.
     """
-    text: list[str] = []
-    thinking: list[str] = []
-    calls: list[ToolCall] = []
+    from .._fold import EventFold
+
+    fold = EventFold()
     for event in events:
-        if isinstance(event, TextEvent):
-            text.append(event.value)
-        elif isinstance(event, ThinkingEvent):
-            thinking.append(event.value)
-        elif isinstance(event, ToolCallEvent):
-            calls.append(event.value)
-        elif isinstance(event, ErrorEvent):
-            raise error_from_code(event.error)
-        elif isinstance(event, FinishEvent):
-            if event.reason == "cancelled":
-                raise Cancelled("the request was cancelled")
-            return _result(text, thinking, calls, event)
-    raise error_from_code(ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE"))
-
-
-def _result(
-    text: list[str], thinking: list[str], calls: list[ToolCall], finish: FinishEvent
-) -> ChatResult:
-    reason: Any = {"tool": "tool_calls"}.get(finish.reason, finish.reason)
-    if calls:
-        reason = "tool_calls"
+        fold.add(event)
+        if isinstance(event, ErrorEvent | FinishEvent):
+            break
+    folded = fold.result()
+    if folded.error is not None:
+        raise error_from_code(folded.error)
+    if folded.finish is None:
+        raise error_from_code(ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE"))
+    if folded.finish == "cancelled":
+        raise Cancelled("the request was cancelled")
+    calls = folded.tool_calls
+    reason: Any = (
+        "tool_calls" if calls else {"tool": "tool_calls"}.get(folded.finish, folded.finish)
+    )
     return ChatResult(
-        content="".join(text) if text or not calls else None,
+        content=folded.text if folded.text or not calls else None,
         finish_reason=reason,
         tool_calls=calls,
-        usage=finish.usage,
-        thinking="".join(thinking) if thinking else None,
+        usage=folded.usage,
+        thinking=folded.thinking or None,
     )
 
 
@@ -187,6 +176,15 @@ class BaseProvider:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+
+    def close(self) -> None:
+        """Release pooled connections; the provider stays usable (nothing to do here)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _unsupported(self, what: str) -> UnsupportedOperation:
         return UnsupportedOperation(

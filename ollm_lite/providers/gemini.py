@@ -240,6 +240,7 @@ class GeminiProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -275,6 +276,7 @@ class GeminiProvider(BaseProvider):
             json_body=self._body(request),
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         )

@@ -205,6 +205,7 @@ class LocalProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -244,6 +245,7 @@ class LocalProvider(BaseProvider):
             json_body=body,
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         ) as resp:

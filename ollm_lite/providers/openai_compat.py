@@ -274,6 +274,7 @@ class OpenAICompatibleProvider(BaseProvider):
                 json_body=body,
                 cancel=request.cancel,
                 timeout=request.timeout,
+                headers=request.headers or None,
                 model=request.model,
                 not_found="model",
             ) as resp:
@@ -319,6 +320,7 @@ class OpenAICompatibleProvider(BaseProvider):
             json_body=body,
             cancel=request.cancel,
             timeout=request.timeout,
+            headers=request.headers or None,
             model=request.model,
             not_found="model",
         ) as resp:

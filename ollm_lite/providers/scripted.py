@@ -17,15 +17,17 @@ next request ends with an ``ErrorEvent`` (``LLM_BAD_RESPONSE``, "script exhauste
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from ..types import (
     ErrorEvent,
     ErrorInfo,
     FinishEvent,
+    ModelInfo,
     ProviderCapabilities,
     ProviderEvent,
     ProviderRequest,
@@ -48,6 +50,9 @@ class ScriptedTurn:
         delay: Seconds to wait before each event (cancellable).
         hang: After the events, block until the request's cancel event is set, like a server
             that stops talking (a request without a cancel event then ends with an error).
+
+    Like the HTTP providers, a turn honours ``request.timeout``: when its delays or its hang
+    outlast it, the turn ends with an ``ErrorEvent`` (``LLM_TIMEOUT``).
     """
 
     events: list[ProviderEvent] = field(default_factory=list)
@@ -134,10 +139,13 @@ class ScriptedProvider(BaseProvider):
         with self._lock:
             self.requests.append(request)
             turn = self._turns.popleft() if self._turns else None
-        return self._play(turn, request.cancel)
+        deadline = None if request.timeout is None else time.monotonic() + request.timeout
+        return self._play(turn, request.cancel, deadline)
 
     @staticmethod
-    def _play(turn: ScriptedTurn | None, cancel: threading.Event | None) -> Iterator[ProviderEvent]:
+    def _play(
+        turn: ScriptedTurn | None, cancel: threading.Event | None, deadline: float | None
+    ) -> Iterator[ProviderEvent]:
         if cancel is not None and cancel.is_set():
             yield FinishEvent("cancelled")
             return
@@ -148,9 +156,11 @@ class ScriptedProvider(BaseProvider):
             return
         saw_tool = False
         for event in turn.events:
-            if turn.delay > 0 and _wait(cancel, turn.delay):
-                yield FinishEvent("cancelled")
-                return
+            if turn.delay > 0:
+                waited = _wait(cancel, turn.delay, deadline)
+                if waited != "done":
+                    yield _ended(waited)
+                    return
             if cancel is not None and cancel.is_set():
                 yield FinishEvent("cancelled")
                 return
@@ -159,13 +169,12 @@ class ScriptedProvider(BaseProvider):
                 return
             saw_tool = saw_tool or event.type == "tool_call"
         if turn.hang:
-            if cancel is None:
+            if cancel is None and deadline is None:
                 yield ErrorEvent(
                     ErrorInfo("scripted hang without a cancel event to end it", "LLM_TIMEOUT")
                 )
                 return
-            cancel.wait()
-            yield FinishEvent("cancelled")
+            yield _ended(_wait(cancel, None, deadline))
             return
         yield FinishEvent("tool" if saw_tool else "stop")
 
@@ -174,6 +183,10 @@ class ScriptedProvider(BaseProvider):
         if self._token_counter is None:
             return max(1, approx_token_count(request))
         return self._token_counter(request)
+
+    def list_models(self) -> list[ModelInfo]:
+        """One chat model named like the provider, so a client without a model still works."""
+        return [ModelInfo(name=self.name, kind="chat")]
 
     def context_length(self, model: str) -> int | None:
         """The ``context_length`` given at construction."""
@@ -184,9 +197,24 @@ class ScriptedProvider(BaseProvider):
         return self.capabilities
 
 
-def _wait(cancel: threading.Event | None, seconds: float) -> bool:
-    """Sleep ``seconds``; True if cancelled meanwhile."""
-    if cancel is None:
-        threading.Event().wait(seconds)
-        return False
-    return cancel.wait(seconds)
+def _wait(
+    cancel: threading.Event | None, seconds: float | None, deadline: float | None
+) -> Literal["done", "cancelled", "timeout"]:
+    """Sleep ``seconds`` (``None``: until cancelled), cut short by ``cancel`` or ``deadline``."""
+    end = None if seconds is None else time.monotonic() + seconds
+    if deadline is not None and (end is None or deadline < end):
+        end, outcome = deadline, "timeout"
+    else:
+        outcome = "done"
+    event = cancel if cancel is not None else threading.Event()
+    if event.wait(None if end is None else max(0.0, end - time.monotonic())):
+        return "cancelled"
+    return "timeout" if outcome == "timeout" else "done"
+
+
+def _ended(outcome: str) -> ProviderEvent:
+    if outcome == "cancelled":
+        return FinishEvent("cancelled")
+    return ErrorEvent(
+        ErrorInfo("the scripted turn did not finish within its timeout", "LLM_TIMEOUT")
+    )

@@ -1,0 +1,106 @@
+"""One script-level call, prepared: its messages and everything its requests carry.
+
+:func:`prepare_call` checks and converts what a call was given — the prompt, images and tools
+as people hold them (:mod:`~ollm_lite._inputs`), the keyword options over the client's
+defaults (:mod:`~ollm_lite._options`) — into a :class:`Call` the chat runtime can run. Every
+bad input raises ``ConfigError`` here, before anything is sent or added to a history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ._call_settings import CallSettings
+from ._inputs import as_images, as_messages, as_tools
+from ._options import merge, resolve
+from .chat import ToolMode
+from .errors import ConfigError
+from .tools import ToolRegistry
+from .types import GenerationOptions, Message, ToolSchema
+
+__all__ = ["Call", "check_tool_choice", "prepare_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One prepared call: its messages and everything its requests carry."""
+
+    history: list[Message]
+    """Messages before the prompt (new lists: the loop appends to it)."""
+    prompt: Message
+    system: str | None
+    model: str | None
+    options: GenerationOptions
+    settings: CallSettings
+    tools: ToolRegistry | None
+    max_turns: int | None
+    tool_mode: ToolMode
+
+
+def prepare_call(
+    defaults: Mapping[str, Any],
+    prompt: Any,
+    *,
+    system: str | None,
+    model: str | None,
+    images: Any,
+    options: Mapping[str, Any],
+    tools: Any = None,
+    max_turns: int | None = None,
+    tool_mode: ToolMode = "auto",
+) -> Call:
+    """Check and convert everything a call was given, ``defaults`` under ``options``.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for a bad prompt, image, tool, option value or a
+            ``tool_choice`` that names no offered tool.
+    """
+    if system is not None and not isinstance(system, str):
+        raise ConfigError(f"system must be a str, not {type(system).__name__}")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise ConfigError(f"model must be a non-empty str, not {model!r}")
+    messages = as_messages(prompt)
+    pictures = as_images(images)
+    if pictures:
+        last = messages[-1]
+        if last.role != "user":
+            raise ConfigError("images= goes with a user message; the prompt ends with another")
+        messages[-1] = replace(last, parts=[*last.parts, *pictures])
+    registry, external = as_tools(tools)
+    resolved = resolve(merge(defaults, options))
+    check_tool_choice(resolved.tool_choice, registry, external)
+    settings = CallSettings(
+        tool_choice=resolved.tool_choice,
+        think=resolved.think,
+        keep_alive=resolved.keep_alive,
+        headers=dict(resolved.headers or {}),
+        timeout=resolved.timeout,
+        external_tools=external,
+    )
+    return Call(
+        history=messages[:-1],
+        prompt=messages[-1],
+        system=system,
+        model=model,
+        options=resolved.generation,
+        settings=settings,
+        tools=registry,
+        max_turns=max_turns,
+        tool_mode=tool_mode,
+    )
+
+
+def check_tool_choice(
+    choice: Any, registry: ToolRegistry | None, external: tuple[ToolSchema, ...]
+) -> None:
+    names = [*(registry.names() if registry else []), *(s.name for s in external)]
+    if isinstance(choice, dict):
+        if choice["name"] not in names:
+            offered = ", ".join(names) or "none"
+            raise ConfigError(
+                f"tool_choice names {choice['name']!r}, which is not among the tools ({offered})"
+            )
+    elif choice == "required" and not names:
+        raise ConfigError("tool_choice='required' needs tools=")

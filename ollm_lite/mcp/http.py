@@ -1,0 +1,360 @@
+"""The streamable HTTP transport (MCP specification, Basic > Transports > Streamable HTTP).
+
+Every client message is a POST of one JSON-RPC object to the server's MCP endpoint with
+``Accept: application/json, text/event-stream``. A notification or response is answered
+``202 Accepted``; a request is answered either with one JSON object (``application/json``) or
+with an SSE stream (``text/event-stream``) whose events carry the server's messages — progress
+and log notifications, server requests, and finally the response. The server may hand out an
+``Mcp-Session-Id`` in the answer to ``initialize``; the client then sends it on every later
+request, and ``DELETE``s the session when it closes. From 2025-06-18 on, every request after
+the handshake carries ``MCP-Protocol-Version: <negotiated version>``. An SSE stream that ends
+before the response arrived is resumed with a ``GET`` carrying ``Last-Event-ID`` when the
+server numbered its events (2025-11-25: the server may close the stream at any time and the
+client "polls" it); otherwise the request fails with ``CONNECTION_FAILED``. After the
+handshake a ``GET`` stream carries what the server sends outside any request (a ``405``: it
+offers none), and a ``404`` to a request carrying the session id ends that session
+(:class:`SessionExpired`; the session layer starts a new one).
+
+Each request runs its POST on a daemon thread of its own, so calls from many threads proceed
+in parallel; abandoning a request (timeout, cancel) shuts its connection down through the
+library's transport (:mod:`ollm_lite.http.transport`, the only place that speaks HTTP). The legacy
+HTTP+SSE transport of 2024-11-05 is not spoken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import (
+    BadResponse,
+    Cancelled,
+    ConfigError,
+    ConnectionFailed,
+    HTTPStatusError,
+    OllmError,
+)
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
+from ..streams import iter_sse
+from .jsonrpc import (
+    MAX_MESSAGE_BYTES,
+    ErrorResponse,
+    Failed,
+    Message,
+    Notification,
+    Oversized,
+    Request,
+    RequestId,
+    Response,
+    message_object,
+    parse_message,
+)
+
+__all__ = ["HttpTransport", "SessionExpired"]
+
+logger = logging.getLogger(__name__)
+
+_ACCEPT = "application/json, text/event-stream"
+_RESUME_ATTEMPTS = 5
+_CLOSE_TIMEOUT_S = 5.0
+
+OnMessage = Callable[[Message | Oversized | BadResponse | Failed], None]
+OnClose = Callable[[OllmError], None]
+
+
+class SessionExpired(ConnectionFailed):
+    """The server answered 404 to a request carrying its ``Mcp-Session-Id``: the session ended.
+
+    "When a client receives HTTP 404 in response to a request containing an Mcp-Session-Id, it
+    MUST start a new session by sending a new InitializeRequest without a session ID attached"
+    (Basic > Transports > Streamable HTTP > Session Management); the session does that once.
+    """
+
+
+class HttpTransport:
+    """One MCP endpoint over streamable HTTP."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+            raise ConfigError(f"an MCP server URL must start with http:// or https://: {url!r}")
+        self.url = url
+        self.describe = f"MCP server at {url}"
+        self.max_message_bytes = max_message_bytes
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._http = Transport(
+            url,
+            provider="mcp",
+            headers=dict(headers or {}),
+            timeouts=Timeouts(connect=10.0, idle=24 * 3600.0),
+            retry=RetryPolicy(retries=0),
+            start_hint="check the MCP server's URL and that it is running",
+        )
+        self._aborts: dict[RequestId, threading.Event] = {}
+        self._listen_stop = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._on_message: OnMessage | None = None
+
+    def start(self, on_message: OnMessage, on_close: OnClose) -> None:
+        """Remember the callbacks; the first POST (``initialize``) opens the connection."""
+        self._on_message = on_message
+
+    def send(self, message: Message) -> None:
+        """POST one message: a request on a thread of its own, anything else right here.
+
+        Raises:
+            ConnectionFailed, HTTPStatusError ...: a notification or response was refused.
+        """
+        if self._closed:
+            raise ConnectionFailed(f"{self.describe} is closed")
+        if isinstance(message, Request):
+            abort = threading.Event()
+            with self._lock:
+                self._aborts[message.id] = abort
+            threading.Thread(
+                target=self._exchange, args=(message, abort), name="ollm-mcp-http", daemon=True
+            ).start()
+            return
+        with self._http.open_stream(
+            "POST", self.url, json_body=_wire(message), headers=self._headers(), retry=False
+        ) as response:
+            response.read_body(self.max_message_bytes)
+        if isinstance(message, Notification) and message.method == "notifications/initialized":
+            self._listen()
+
+    def abandon(self, request_id: RequestId) -> None:
+        """Shut the connection of an abandoned request down."""
+        with self._lock:
+            abort = self._aborts.pop(request_id, None)
+        if abort is not None:
+            abort.set()
+
+    def close(self) -> None:
+        """Abandon every request, end the session (``DELETE``) and close the connections."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            aborts = list(self._aborts.values())
+            self._aborts.clear()
+        for abort in aborts:
+            abort.set()
+        self._listen_stop.set()
+        if self._listener is not None and self._listener is not threading.current_thread():
+            self._listener.join(_CLOSE_TIMEOUT_S)
+        if self.session_id is not None:
+            # "Clients that no longer need a particular session SHOULD send an HTTP DELETE";
+            # a 405 says the server does not allow it, which is fine.
+            with (
+                contextlib.suppress(OllmError),
+                self._http.open_stream(
+                    "DELETE", self.url, headers=self._headers(), timeout=_CLOSE_TIMEOUT_S
+                ) as response,
+            ):
+                response.read_body(1 << 20)
+        self._http.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        headers = {"Accept": _ACCEPT}
+        if self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        headers.update(extra or {})
+        return headers
+
+    def _exchange(self, request: Request, abort: threading.Event) -> None:
+        try:
+            answered = self._post(request, abort)
+            if not answered and not abort.is_set():
+                self._fail(
+                    request.id,
+                    ConnectionFailed(f"{self.describe} ended its answer to {request.method} early"),
+                )
+        except Cancelled:
+            pass  # abandoned by the session: it already knows
+        except HTTPStatusError as exc:
+            if not abort.is_set():
+                self._fail(request.id, self._expired(exc) or exc)
+        except OllmError as exc:
+            if not abort.is_set():
+                self._fail(request.id, exc)
+        finally:
+            with self._lock:
+                self._aborts.pop(request.id, None)
+
+    def _expired(self, exc: HTTPStatusError) -> SessionExpired | None:
+        session = exc.details.get("session_id")
+        if exc.status != 404 or session is None:
+            return None
+        with self._lock:
+            if self.session_id == session:  # forget it: the next initialize starts afresh
+                self.session_id = None
+                self.protocol_version = None
+        return SessionExpired(
+            f"{self.describe} ended the session {session!r} (HTTP 404)",
+            details={"session_id": session},
+        )
+
+    def _post(self, request: Request, abort: threading.Event) -> bool:
+        headers = self._headers()
+        try:
+            return self._post_with(request, abort, headers)
+        except HTTPStatusError as exc:
+            if "Mcp-Session-Id" in headers:
+                exc.details["session_id"] = headers["Mcp-Session-Id"]
+            raise
+
+    def _post_with(self, request: Request, abort: threading.Event, headers: dict[str, str]) -> bool:
+        with self._http.open_stream(
+            "POST",
+            self.url,
+            json_body=_wire(request),
+            headers=headers,
+            cancel=abort,
+            retry=False,
+        ) as response:
+            if request.method == "initialize":
+                self.session_id = response.headers.get("mcp-session-id") or None
+            ctype = response.headers.get("content-type", "").lower()
+            if "text/event-stream" in ctype:
+                answered, last_id = self._read_events(request, response.iter_chunks())
+            else:
+                try:
+                    body = response.read_body(self.max_message_bytes)
+                except BadResponse as exc:
+                    self._fail(request.id, self._too_large(exc))
+                    return True
+                answered, last_id = self._deliver(request, body), None
+        attempts = 0
+        while not answered and last_id is not None and attempts < _RESUME_ATTEMPTS:
+            attempts += 1
+            with self._http.open_stream(
+                "GET",
+                self.url,
+                headers=self._headers({"Last-Event-ID": last_id}),
+                cancel=abort,
+                retry=False,
+            ) as response:
+                answered, newer = self._read_events(request, response.iter_chunks())
+                last_id = newer or last_id
+        return answered
+
+    def _too_large(self, exc: BadResponse) -> BadResponse:
+        return BadResponse(
+            f"{self.describe} sent a message over the {self.max_message_bytes} byte limit; "
+            "it was not read",
+            details={"limit": self.max_message_bytes, "reason": exc.message},
+        )
+
+    def _read_events(self, request: Request, chunks: Any) -> tuple[bool, str | None]:
+        answered = False
+        last_id: str | None = None
+        try:
+            for event in iter_sse(chunks, max_line=self.max_message_bytes):
+                last_id = event.id or last_id
+                if event.event == "message" and event.data.strip():
+                    answered = self._deliver(request, event.data.encode("utf-8")) or answered
+                if answered:
+                    break
+        except BadResponse as exc:  # an event over the size limit
+            self._fail(request.id, self._too_large(exc))
+            return True, None
+        return answered, last_id
+
+    def _listen(self) -> None:
+        """Open the GET stream for messages the server sends on its own (once per session).
+
+        "The client MAY issue an HTTP GET to the MCP endpoint" to receive server requests and
+        notifications (``tools/list_changed``, log messages) outside of any request; a 405
+        says the server offers no such stream.
+        """
+        with self._lock:
+            if self._listener is not None and self._listener.is_alive():
+                return
+            self._listener = threading.Thread(
+                target=self._listen_loop, name="ollm-mcp-listen", daemon=True
+            )
+            self._listener.start()
+
+    def _listen_loop(self) -> None:
+        last_id: str | None = None
+        failures = 0
+        while not self._listen_stop.is_set() and failures < _RESUME_ATTEMPTS:
+            extra = {"Accept": "text/event-stream"}
+            if last_id is not None:
+                extra["Last-Event-ID"] = last_id
+            try:
+                with self._http.open_stream(
+                    "GET",
+                    self.url,
+                    headers=self._headers(extra),
+                    cancel=self._listen_stop,
+                    retry=False,
+                ) as response:
+                    if "text/event-stream" not in response.headers.get("content-type", ""):
+                        return
+                    failures = 0
+                    for event in iter_sse(response.iter_chunks(), max_line=self.max_message_bytes):
+                        last_id = event.id or last_id
+                        if event.data.strip():
+                            self._deliver_any(event.data.encode("utf-8"))
+            except HTTPStatusError as exc:
+                logger.debug("%s: no GET stream (%s)", self.describe, exc.status)
+                return
+            except OllmError as exc:
+                failures += 1
+                logger.debug("%s: GET stream ended: %s", self.describe, exc.message)
+            if self._listen_stop.wait(1.0):
+                return
+
+    def _deliver_any(self, raw: bytes) -> None:
+        callback = self._on_message
+        assert callback is not None
+        try:
+            message = parse_message(raw)
+        except BadResponse as exc:
+            callback(exc)
+            return
+        callback(message)
+
+    def _deliver(self, request: Request, raw: bytes) -> bool:
+        """Hand one message to the session; whether it was the answer to ``request``."""
+        callback = self._on_message
+        assert callback is not None
+        if not raw.strip():
+            return False
+        try:
+            message = parse_message(raw)
+        except BadResponse as exc:
+            callback(exc)
+            return False
+        if request.method == "initialize" and isinstance(message, Response):
+            result = message.result if isinstance(message.result, dict) else {}
+            version = result.get("protocolVersion")
+            self.protocol_version = version if isinstance(version, str) else None
+        callback(message)
+        return isinstance(message, Response | ErrorResponse) and message.id == request.id
+
+    def _fail(self, request_id: RequestId, error: OllmError) -> None:
+        callback = self._on_message
+        if callback is not None:
+            callback(Failed(request_id, error))
+
+
+def _wire(message: Message) -> Any:
+    return message_object(message)
