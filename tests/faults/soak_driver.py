@@ -197,7 +197,9 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
             _cancel(hang_client, report)
             report.cancels += 1
         report.seconds = time.monotonic() - started
-        report.threads_after, report.fds_after = _settle(threads0)
+        # Against the settled count: threads0 may include threads of earlier tests that
+        # ended meanwhile (a transport's watcher waits half a second for a next request).
+        report.threads_after, report.fds_after = _settle(report.threads_before)
         report.rss_after = rss_bytes()
         report.objects_after = len(gc.get_objects())
     finally:
