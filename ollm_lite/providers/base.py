@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
@@ -41,7 +40,6 @@ __all__ = [
     "ProviderAdapter",
     "approx_token_count",
     "collect_result",
-    "env_api_key",
     "request_chars",
 ]
 
@@ -268,17 +266,6 @@ MAX_TOOL_CALLS = 1024
 #: Longest tool-call ``arguments`` text, on every wire: the line limit of the stream decoders
 #: (one NDJSON line or SSE event carries a whole Ollama or Gemini call).
 MAX_TOOL_ARGUMENTS = DEFAULT_MAX_LINE
-
-
-def env_api_key(*names: str) -> str | None:
-    """The first API key set among the environment variables ``names``, surrounding
-    whitespace stripped (a key read from a file keeps its trailing newline); ``None`` when
-    none is set."""
-    for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
 
 
 def merge_body(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from .._http_errors import error_for_status
+from ..config import env_default
 from ..errors import (
     AuthenticationError,
     BadResponse,
@@ -37,7 +37,10 @@ from ..errors import (
     HTTPStatusError,
     OllmError,
 )
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
+from ..http.errors import error_for_status
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
+from ..http.urls import normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -58,7 +61,7 @@ from ._gemini_wire import (
     model_info_from_gemini,
     request_body,
 )
-from .base import BaseProvider, collect_result, env_api_key
+from .base import BaseProvider, collect_result
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
 
@@ -86,7 +89,7 @@ class GeminiProvider(BaseProvider):
         api_key: Default: ``$GEMINI_API_KEY``, else ``$GOOGLE_API_KEY``. Without one, calls
             fail with ``LLM_AUTH_FAILED`` (``health()`` says so, never raises).
         base_url: Default: Google's endpoint (a loopback URL for tests and proxies).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2; 429 honours the
             server's ``retryDelay`` up to 60 s).
 
@@ -117,7 +120,7 @@ class GeminiProvider(BaseProvider):
     ) -> None:
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        key = api_key or env_api_key("GEMINI_API_KEY", "GOOGLE_API_KEY")
+        key = api_key or env_default(self.name, "api_key")
         url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=(_API, "/v1"))
         self._has_key = bool(key)
         self._transport = Transport(

@@ -1,6 +1,6 @@
 """Ollama over its native API (``/api/chat``, ``/api/tags``, ``/api/embed`` …): ``LocalProvider``.
 
-Streams are NDJSON; every request goes through one :class:`~ollm_lite.transport.Transport`
+Streams are NDJSON; every request goes through one :class:`~ollm_lite.http.transport.Transport`
 (timeouts, retries before the first byte, cancellation, status → exception). The pure
 request/response mapping lives in :mod:`ollm_lite.providers._ollama_wire`;
 :func:`message_to_ollama` / :func:`message_from_ollama` are re-exported here to convert
@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
+from ..config import env_default
 from ..errors import BadResponse, Cancelled, ConfigError, ModelNotFound, OllmError
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
+from ..http.urls import normalize_base_url
 from ..streams import NDJSONDecoder
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -55,7 +57,7 @@ from ._ollama_wire import (
     pull_error,
     pull_progress_from,
 )
-from .base import BaseProvider, approx_token_count, collect_result, env_api_key
+from .base import BaseProvider, approx_token_count, collect_result
 
 __all__ = ["DEFAULT_BASE_URL", "LocalProvider", "message_from_ollama", "message_to_ollama"]
 
@@ -81,7 +83,7 @@ class LocalProvider(BaseProvider):
             ``http://localhost:11434``.
         api_key: Key for ollama.com's hosted API, sent as ``Authorization: Bearer``.
             Default: ``$OLLAMA_API_KEY``, else none (a local server needs none).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/api/embed`` request (default 100).
         num_ctx: Context window to request for every chat (``options.num_ctx``); also what
@@ -114,7 +116,7 @@ class LocalProvider(BaseProvider):
         embed_batch_size: int = 100,
         num_ctx: int | None = None,
     ) -> None:
-        raw_url = base_url or os.environ.get("OLLAMA_HOST") or DEFAULT_BASE_URL
+        raw_url = base_url or env_default(self.name, "base_url") or DEFAULT_BASE_URL
         url = normalize_base_url(parse_ollama_host(raw_url), strip_suffix="/v1")
         if url.endswith("/api"):
             url = url[: -len("/api")]
@@ -126,7 +128,7 @@ class LocalProvider(BaseProvider):
             raise ConfigError(f"num_ctx must be a positive integer, got {num_ctx!r}")
         if retries is not None and retries < 0:
             raise ConfigError(f"retries must be >= 0, got {retries!r}")
-        key = api_key if api_key is not None else env_api_key("OLLAMA_API_KEY")
+        key = api_key if api_key is not None else env_default(self.name, "api_key")
         self.embed_batch_size = embed_batch_size
         self.num_ctx = num_ctx
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Literal
 
+from ..config import env_default, env_names
 from ..errors import (
     BadResponse,
     Cancelled,
@@ -43,8 +43,10 @@ from ..errors import (
     ModelNotFound,
     OllmError,
 )
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
+from ..http.urls import normalize_base_url
 from ..streams import SSEDecoder
-from ..transport import RetryPolicy, Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
     EmbeddingResult,
@@ -67,7 +69,7 @@ from ._openai_wire import (
     tools_to_openai,
 )
 from .backends import OPENAI_COMPATIBLE_BACKENDS, Backend, backend_named
-from .base import BaseProvider, approx_token_count, collect_result, env_api_key
+from .base import BaseProvider, approx_token_count, collect_result
 
 __all__ = ["OpenAICompatibleProvider", "request_text"]
 
@@ -131,7 +133,7 @@ class OpenAICompatibleProvider(BaseProvider):
         api_key: Key sent in the backend's auth headers (``Authorization: Bearer``; LM Studio
             also gets ``X-API-Key``). Default: ``$OPENAI_COMPATIBLE_API_KEY``, else none.
         backend: One of ``lmstudio``, ``localai``, ``kobold``, ``llamacpp``, ``generic``.
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/v1/embeddings`` request (default 64).
 
@@ -142,8 +144,6 @@ class OpenAICompatibleProvider(BaseProvider):
 
     name: ClassVar[str] = "openai-compatible"
     streaming_format: ClassVar[str] = "sse"
-    _host_env: ClassVar[str] = "OPENAI_COMPATIBLE_HOST"
-    _key_env: ClassVar[str] = "OPENAI_COMPATIBLE_API_KEY"
     _backends: ClassVar[tuple[str, ...]] = OPENAI_COMPATIBLE_BACKENDS
 
     def __init__(
@@ -181,9 +181,10 @@ class OpenAICompatibleProvider(BaseProvider):
             )
         if retries is not None and (not isinstance(retries, int) or retries < 0):
             raise ConfigError(f"retries must be an integer >= 0, got {retries!r}")
-        raw_url = base_url or os.environ.get(self._host_env) or backend.default_base_url
+        raw_url = base_url or env_default(self.name, "base_url") or backend.default_base_url
         url = normalize_base_url(raw_url, strip_suffix="/v1")
-        key = api_key if api_key is not None else env_api_key(self._key_env)
+        (host_var,) = env_names(f"providers.{self.name}.base_url")
+        key = api_key if api_key is not None else env_default(self.name, "api_key")
         self.backend: Backend = backend
         self.embed_batch_size = embed_batch_size
         self.capabilities = ProviderCapabilities(
@@ -205,7 +206,7 @@ class OpenAICompatibleProvider(BaseProvider):
             retry=RetryPolicy() if retries is None else RetryPolicy(retries=retries),
             start_hint=(
                 f"Make sure the {backend.title.removesuffix(' server')} server is running and "
-                f"reachable at this address (or set base_url / ${self._host_env})."
+                f"reachable at this address (or set base_url / ${host_var})."
             ),
             model_hint="Check the model name against `ollm-lite models list`.",
         )

@@ -316,7 +316,7 @@ def test_endless_keepalives_end_at_the_idle_limit_not_never(
     wire: Wire, no_leaks: Callable[..., None]
 ) -> None:
     """A server that only ever sends keep-alives is not a hang: the idle limit ends it."""
-    from ollm_lite.transport import Timeouts
+    from ollm_lite.http.policy import Timeouts
 
     ping = b": keep-alive\n\n" if wire.name == "sse" else b"\n"
     script = repeat_forever(ping, every=0.01, content_type=wire.content_type)

@@ -16,9 +16,11 @@ from collections.abc import Callable, Iterator
 import pytest
 from transport_support import Request, respond, serve, silent, stream_script, wait_for_threads
 
+from ollm_lite._cancel_scope import cancel_scope
 from ollm_lite.errors import Cancelled
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
 from ollm_lite.providers import LocalProvider
-from ollm_lite.transport import RetryPolicy, Timeouts, Transport, cancel_scope
 
 LIMIT = 0.5
 """Seconds from ``set()`` to ``Cancelled``."""
@@ -87,11 +89,15 @@ def test_scope_cancels_a_silent_stream_body(threads_back: None) -> None:
         transport = make(server.url)
         ev = threading.Event()
         got: list[bytes] = []
-        latency = set_later(ev)
+        latencies: list[Callable[[], float]] = []
         with cancel_scope(ev), pytest.raises(Cancelled):
             with transport.open_stream("POST", "/s", json_body={}) as resp:
-                got.extend(resp.iter_chunks())
-        assert latency() < LIMIT
+                for chunk in resp.iter_chunks():
+                    got.append(chunk)
+                    # Set once the chunk is here (a timer from the start could fire before
+                    # it is read on a busy machine): the read blocked on the silence follows.
+                    latencies.append(set_later(ev, 0.1))
+        assert [latency() < LIMIT for latency in latencies] == [True]
         assert got == [b"data: 1\n\n"]
         transport.close()
 
