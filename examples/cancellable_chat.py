@@ -5,14 +5,15 @@ Each answer streams as it arrives. Ctrl-C (or ``--deadline`` seconds passing) se
 is silent, the partial answer stays on screen and in the history, and you can type the next
 message. Ctrl-C at the prompt, Ctrl-D or an empty line quits.
 
-Against the quick-start llama.cpp server (``python3 scripts/llamacpp.py start --server py``)::
+The provider, server and model come from the usual configuration. Against the quick-start
+llama.cpp server (``start`` writes that configuration)::
 
-    OLLM_PROVIDER=llamacpp OPENAI_COMPATIBLE_HOST=http://127.0.0.1:PORT OLLM_MODEL=gemma3-270m \\
-        python examples/cancellable_chat.py --deadline 20
+    python3 scripts/llamacpp.py start
+    python examples/cancellable_chat.py --deadline 20
 
 Against Ollama::
 
-    OLLM_MODEL=llama3.2 python examples/cancellable_chat.py
+    OLLM_PROVIDER=ollama OLLM_MODEL=llama3.2 python examples/cancellable_chat.py
 """
 
 from __future__ import annotations

@@ -4,18 +4,21 @@ Three plain functions become tools with ``@tool`` (their JSON Schema comes from 
 and docstrings). The chat runtime runs the calls the model makes, in parallel, sends the results
 back, and streams the final answer. Tool calls are shown on stderr, the answer on stdout.
 
+The provider, server and model come from the usual configuration. Against the quick-start
+llama.cpp server (``start`` writes that configuration)::
+
+    python3 scripts/llamacpp.py start
+    python examples/tool_agent.py "What time is it?"
+
 Against Ollama with a tool-calling model (native tool calls)::
 
     ollama pull llama3.2
-    OLLM_MODEL=llama3.2 python examples/tool_agent.py "How full is my disk, and what time is it?"
+    OLLM_PROVIDER=ollama OLLM_MODEL=llama3.2 python examples/tool_agent.py \\
+        "How full is my disk, and what time is it?"
 
-Against the quick-start llama.cpp server (``python3 scripts/llamacpp.py start --server py``)::
-
-    OLLM_PROVIDER=llamacpp OPENAI_COMPATIBLE_HOST=http://127.0.0.1:PORT OLLM_MODEL=gemma3-270m \\
-        python examples/tool_agent.py --react "What time is it?"
-
-``--react`` forces the prompt-based ReAct fallback, for models without native tool calling (a
-270M model follows it only now and then: use a bigger one for real work).
+``--react`` forces the prompt-based ReAct fallback (``tool_mode="react"``) for models without
+native tool calling. A 135M model picks a tool only now and then, whichever way: use a bigger
+one for real work.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -166,6 +167,7 @@ class ChatClient:
         self.options = options or GenerationOptions()
         self._counters: dict[int, TokenCounter] = {}
         self._lock = threading.Lock()
+        _build_default_provider(registry)
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, providers={self.registry.list()!r})"
@@ -858,6 +860,18 @@ def _user_message(prompt: str | Message, images: Iterable[ImagePart]) -> Message
     if not message.parts:
         raise ConfigError("the prompt is empty: give some text or an image")
     return message
+
+
+def _build_default_provider(registry: ProviderRegistry) -> None:
+    """Build the registry's default provider now, with the HTTP library it imports.
+
+    A lazily registered provider would otherwise be built, and ``requests`` imported, inside
+    the first chat, before that chat can look at its cancel event: on a busy machine that
+    import alone takes seconds. A provider that cannot be built is left to the chat, which
+    reports why as an ``ErrorEvent`` (the same error, at the same place as before).
+    """
+    with contextlib.suppress(OllmError):
+        registry.get()
 
 
 def _tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:

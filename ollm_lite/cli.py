@@ -14,6 +14,10 @@ Global flags (before or after the subcommand): ``--provider``, ``--host``, ``--a
 Exit codes: 0 success; 1 a runtime error, reported as one line on stderr (a traceback only with
 ``--debug``); 2 a usage error; 130 interrupted (Ctrl-C; a streamed partial answer stays on
 stdout). The answer goes to stdout; everything else (thinking, warnings, errors) to stderr.
+An empty (or blank) answer is an error: ``chat`` exits 1 with ``LLM_BAD_RESPONSE``, in every
+output mode, so ``answer=$(ollm-lite chat ...) || ...`` never goes on with nothing. An answer is
+at most ``--max-tokens`` long (default :data:`DEFAULT_MAX_TOKENS`), so a model that runs away
+stops there instead of at the server's own limit.
 
 Providers are imported only when a command needs one, so ``--help`` stays fast.
 """
@@ -58,6 +62,9 @@ __all__ = ["build_parser", "main"]
 logger = logging.getLogger(__name__)
 
 PROG = "ollm-lite"
+#: ``chat``'s answer-length limit without ``--max-tokens``: room for a long answer, a stop for
+#: a runaway one.
+DEFAULT_MAX_TOKENS = 1024
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _DIM, _RESET = "\x1b[2m", "\x1b[0m"
 
@@ -172,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[flags],
         description="Chat with local and hosted LLM servers: Ollama, vLLM, OpenAI-compatible "
         "servers (LM Studio, llama.cpp, LocalAI, KoboldCpp) and Gemini.",
-        epilog="exit codes: 0 ok, 1 error (one line on stderr), 2 usage, 130 interrupted",
+        epilog="exit codes: 0 ok, 1 error (one line on stderr; an empty answer is one), "
+        "2 usage, 130 interrupted",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -185,7 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("prompt", nargs="?", metavar="PROMPT", help="the prompt, or - for stdin")
     chat.add_argument("--system", metavar="TEXT", help="system prompt")
     chat.add_argument("--temperature", type=_temperature, metavar="T")
-    chat.add_argument("--max-tokens", type=_positive_int, metavar="N")
+    chat.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        default=DEFAULT_MAX_TOKENS,
+        metavar="N",
+        help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS})",
+    )
     chat.add_argument(
         "--json", action="store_true", help="one JSON object per event on stdout (for scripts)"
     )
@@ -197,11 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--tools", metavar="NAME[,NAME...]", type=_mcp_cli.parse_names, default=[],
         help="let the model use the tools of these MCP servers ([mcp.servers.NAME])",
     )  # fmt: skip
-    chat.set_defaults(handler=_cmd_chat)
+    chat.set_defaults(handler=_cmd_chat, usage_parser=chat)
 
     models = commands.add_parser("models", parents=[flags], help="list, show, pull, remove")
     model_commands = models.add_subparsers(dest="models_command", metavar="ACTION")
-    models.set_defaults(handler=_missing(models))
+    models.set_defaults(handler=_missing(models), usage_parser=models)
     for name, helptext, handler in (
         ("list", "the models on the server (a table)", _cmd_models_list),
         ("show", "details of one model", _cmd_models_show),
@@ -213,25 +227,25 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("name", metavar="NAME")
         if name in ("list", "show", "pull"):
             sub.add_argument("--json", action="store_true", help="JSON output")
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, usage_parser=sub)
 
     health = commands.add_parser("health", parents=[flags], help="check every configured provider")
     health.add_argument("--all", action="store_true", help="check every built-in provider")
     health.add_argument("--json", action="store_true", help="JSON output")
-    health.set_defaults(handler=_cmd_health)
+    health.set_defaults(handler=_cmd_health, usage_parser=health)
 
     config = commands.add_parser("config", parents=[flags], help="show or validate the config")
     config_commands = config.add_subparsers(dest="config_command", metavar="ACTION")
-    config.set_defaults(handler=_missing(config))
+    config.set_defaults(handler=_missing(config), usage_parser=config)
     show = config_commands.add_parser(
         "show", parents=[flags], help="the merged configuration (keys redacted)"
     )
     show.add_argument("--json", action="store_true", help="JSON output")
-    show.set_defaults(handler=_cmd_config_show)
+    show.set_defaults(handler=_cmd_config_show, usage_parser=show)
     validate = config_commands.add_parser(
         "validate", parents=[flags], help="report every problem in the configuration"
     )
-    validate.set_defaults(handler=_cmd_config_validate)
+    validate.set_defaults(handler=_cmd_config_validate, usage_parser=validate)
 
     _mcp_cli.add_mcp_parser(commands, flags, _missing, _cmd_mcp_list)
     return parser
@@ -310,7 +324,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reconfigure(errors="replace")
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # reported with the usage of the command they were given to
+            target: argparse.ArgumentParser = getattr(args, "usage_parser", parser)
+            target.error(f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     debug = bool(getattr(args, "debug", False))
@@ -556,8 +573,9 @@ def _run_chat(args: argparse.Namespace, ctx: _Context, client: Any, prompt: str)
     if reason != "complete":
         ctx.err.write(_error_line(f"the chat ended with {reason}", "LLM_BAD_RESPONSE"))
         return EXIT_ERROR
-    if not "".join(text).strip() and not args.json:
-        ctx.say(f"{PROG}: the model returned an empty answer")
+    if not "".join(text).strip():
+        ctx.err.write(_error_line("the model returned an empty answer", "LLM_BAD_RESPONSE"))
+        return EXIT_ERROR
     return EXIT_OK
 
 
@@ -588,8 +606,14 @@ def _event_json(event: ChatEvent) -> dict[str, Any]:
 
 
 def _emit_json(out: TextIO, obj: Any) -> None:
-    out.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    out.write(json.dumps(obj, ensure_ascii=False, default=_json_default) + "\n")
     out.flush()
+
+
+def _json_default(value: Any) -> Any:
+    """Dates and times as ISO 8601 (``2026-01-31T07:00:00+00:00``), anything else as text."""
+    isoformat = getattr(value, "isoformat", None)
+    return isoformat() if callable(isoformat) else str(value)
 
 
 def _isatty(stream: TextIO) -> bool:
@@ -741,7 +765,7 @@ def _cmd_health(args: argparse.Namespace, ctx: _Context) -> int:
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         results = list(pool.map(check, names))
     if args.json:
-        _emit_json(ctx.out, [{"name": n, **_plain(r)} for n, r in zip(names, results, strict=True)])
+        _emit_json(ctx.out, [_health_json(n, r) for n, r in zip(names, results, strict=True)])
     else:
         rows = [
             [
@@ -756,6 +780,15 @@ def _cmd_health(args: argparse.Namespace, ctx: _Context) -> int:
         ]
         ctx.out.write(_table(["PROVIDER", "STATUS", "LATENCY", "VERSION", "URL", "ERROR"], rows))
     return EXIT_OK if all(r.ok for r in results) else EXIT_ERROR
+
+
+def _health_json(name: str, status: HealthStatus) -> dict[str, Any]:
+    """One provider's health for ``--json``: latency to 0.1 ms, an ISO 8601 time stamp."""
+    data: dict[str, Any] = {"name": name, **_plain(status)}
+    if status.latency_ms is not None:
+        data["latency_ms"] = round(status.latency_ms, 1)
+    data["checked_at"] = status.checked_at.isoformat()
+    return data
 
 
 def _configured(config: Config) -> list[str]:

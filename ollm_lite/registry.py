@@ -236,12 +236,20 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
 
     Args:
         config: Base URLs, API keys, backends and timeouts per provider, and the default
-            provider (``config.provider``). ``None``: environment variables and defaults.
+            provider (``config.provider``). ``None``: what :func:`ollm_lite.load_config`
+            reads, exactly as the ``ollm-lite`` command line does (the configuration file,
+            then ``$OLLM_PROVIDER``, ``$OPENAI_COMPATIBLE_HOST`` and the other variables).
 
     Raises:
         ProviderNotFound: ``PROVIDER_NOT_FOUND`` when ``config.provider`` names no provider.
+        ConfigError: ``CONFIG_INVALID`` when ``config`` is ``None`` and the configuration
+            file cannot be read (see :func:`ollm_lite.load_config`).
     """
-    sections: dict[str, ProviderConfig] = dict(config.providers) if config is not None else {}
+    if config is None:
+        from .config import load_config
+
+        config = load_config()
+    sections: dict[str, ProviderConfig] = dict(config.providers)
     registry = ProviderRegistry()
 
     def settings(name: str, fallback: str | None = None) -> dict[str, Any]:
@@ -312,7 +320,7 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
             registry.register_preset(alias, canonical, presets[backend])
         else:
             registry.alias(alias, canonical)
-    registry.set_default(config.provider if config is not None and config.provider else "local")
+    registry.set_default(config.provider or "local")
     return registry
 
 

@@ -9,6 +9,10 @@ The chat runtime checks every request before sending it: a :class:`TokenCheck` w
 ``warning`` (>= 90 % of the limit) becomes a ``WarningEvent("TOKEN_LIMIT_WARNING")``; one with
 ``exceeded`` (over the limit) stops the chat with ``TOKEN_LIMIT_EXCEEDED`` and sends nothing.
 
+:meth:`TokenCounter.last_lines_that_fit` goes the other way: given lines of text (a log, a
+transcript) and how a request is made from them, it keeps the most recent lines whose request
+still fits the window with room left for the answer.
+
 Invariants: counting never raises for a provider's failure (it falls back to the estimate);
 the count of any request is a positive integer; the limit is always a positive integer.
 """
@@ -18,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -26,7 +30,7 @@ from .errors import ConfigError
 from .providers.base import ProviderAdapter, approx_token_count
 from .types import ProviderRequest
 
-__all__ = ["TokenCheck", "TokenCounter", "estimate_tokens"]
+__all__ = ["FittedLines", "TokenCheck", "TokenCounter", "estimate_tokens"]
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +72,25 @@ class TokenCheck:
     def exceeded(self) -> bool:
         """The request does not fit (``tokens > limit``)."""
         return self.tokens > self.limit
+
+
+@dataclass(frozen=True, slots=True)
+class FittedLines:
+    """What :meth:`TokenCounter.last_lines_that_fit` kept."""
+
+    text: str
+    """The kept lines joined as they were given (``""`` when none fits)."""
+    kept: int
+    """How many of the last lines were kept."""
+    total: int
+    """How many lines were given."""
+    check: TokenCheck | None
+    """The size of the request made from the kept lines (``None`` when none was kept)."""
+
+    @property
+    def dropped(self) -> int:
+        """How many of the first lines were left out."""
+        return self.total - self.kept
 
 
 def _positive_int(value: object) -> bool:
@@ -172,6 +195,53 @@ class TokenCounter:
         with self._lock:
             self._cache[model] = value
         return value
+
+    def last_lines_that_fit(
+        self,
+        lines: Sequence[str],
+        make_request: Callable[[str], ProviderRequest],
+        *,
+        reserve: int = 0,
+    ) -> FittedLines:
+        """The most recent ``lines`` whose request fits the window with ``reserve`` to spare.
+
+        Binary search over how many of the last lines to keep (about log2(len(lines))
+        counts, each one call of the provider's tokenizer where it has one): the result is
+        the longest tail whose request counts at most ``limit - reserve`` tokens.
+
+        Args:
+            lines: The lines, oldest first, each with its line ending if it had one.
+            make_request: Builds the request that would be sent for a text (the joined
+                lines): system prompt, instructions and all.
+            reserve: Tokens to leave for the answer (typically its ``max_tokens``).
+
+        Returns:
+            A :class:`FittedLines`; ``kept`` is 0 when not even the last line fits.
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when ``reserve`` is negative or not an integer.
+        """
+        if not isinstance(reserve, int) or isinstance(reserve, bool) or reserve < 0:
+            raise ConfigError(f"reserve must be a non-negative integer, not {reserve!r}")
+        lines = list(lines)
+
+        def fits(kept: int) -> TokenCheck | None:
+            check = self.check(make_request("".join(lines[len(lines) - kept :])))
+            return check if check.tokens + reserve <= check.limit else None
+
+        best: tuple[int, TokenCheck | None] = (0, None)
+        low, high = 1, len(lines)
+        while low <= high:
+            middle = (low + high) // 2
+            check = fits(middle)
+            if check is None:
+                high = middle - 1
+            else:
+                best = (middle, check)
+                low = middle + 1
+        kept, check = best
+        text = "".join(lines[len(lines) - kept :]) if kept else ""
+        return FittedLines(text=text, kept=kept, total=len(lines), check=check)
 
     def check(self, request: ProviderRequest) -> TokenCheck:
         """Count ``request`` and compare it with its model's window.

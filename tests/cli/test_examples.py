@@ -29,6 +29,7 @@ from ollm_lite import (
 )
 from ollm_lite.chat import ChatClient
 from ollm_lite.errors import OllmError
+from ollm_lite.tokens import TokenCounter
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 
@@ -98,9 +99,61 @@ def test_cron_summarise_failure_is_one_line(
     offline(cron, monkeypatch, failing)
     assert cron.main([str(log)]) == 1
     err = capsys.readouterr().err
-    assert err == "cron_summarise: error: server exploded\n"
+    assert err == "cron_summarise: error [LLM_HTTP_ERROR]: server exploded\n"
     with pytest.raises(OllmError):
         cron.summarise("x", ChatClient(ScriptedProvider([]), model="m"))
+
+
+def test_cron_summarise_fits_the_log_to_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """200 lines do not fit a small window: the most recent lines that fit are sent."""
+    cron = load("cron_summarise")
+    log = tmp_path / "app.log"
+    log.write_text("".join(f"{i:05d} service started ok\n" for i in range(300)))
+    provider = ScriptedProvider(["- all quiet"], context_length=1200)
+    offline(cron, monkeypatch, provider)
+    assert cron.main([str(log)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == "- all quiet\n"
+    (request,) = provider.requests
+    sent = request.messages[-1].text
+    assert sent.endswith("00299 service started ok\n")
+    kept = sent.count("service started ok")
+    assert 0 < kept < 200
+    assert f"holds the last {kept} of 200 lines" in captured.err
+    counter = TokenCounter(provider)
+    assert counter.check(request).tokens + cron.ANSWER_TOKENS <= 1200
+    assert request.options.max_tokens == cron.ANSWER_TOKENS
+
+
+def test_cron_summarise_empty_summary_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A blank answer must not look like success: exit 1, nothing appended."""
+    cron = load("cron_summarise")
+    log = tmp_path / "app.log"
+    log.write_text("ERROR disk full\n")
+    offline(cron, monkeypatch, ScriptedProvider(["  \n"]))
+    out = tmp_path / "summaries.txt"
+    assert cron.main([str(log), "--out", str(out)]) == 1
+    assert capsys.readouterr().err == (
+        "cron_summarise: error [LLM_BAD_RESPONSE]: the model returned an empty summary\n"
+    )
+    assert not out.exists()
+
+
+def test_cron_summarise_nothing_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cron = load("cron_summarise")
+    log = tmp_path / "app.log"
+    log.write_text("x" * 8000 + "\n")
+    provider = ScriptedProvider(["never sent"], context_length=1000)
+    offline(cron, monkeypatch, provider)
+    assert cron.main([str(log)]) == 1
+    assert "[OLLM_ERROR]: not even the last line fits" in capsys.readouterr().err
+    assert provider.requests == []
 
 
 # --------------------------------------------------------------------------- tool_agent

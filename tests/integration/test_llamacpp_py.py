@@ -1,8 +1,16 @@
 """llama-cpp-python's server only: forced tool calls and what it does not report.
 
-Tool calls are tested here and not on the native server: this model's own chat template has no
-tool support, while llama-cpp-python's ``chatml-function-calling`` format constrains a forced
-call with a grammar.
+Which settings make SmolLM2-135M-Instruct call a tool on this server (``--chat_format
+chatml-function-calling``), measured with ten prompts (five weather questions, five sums; two
+tools offered; temperature 0; ``max_tokens`` 96):
+
+* ``tool_choice`` absent (``auto``): 0 of 10 answers were tool calls (the model answers in text);
+* ``tool_choice: "required"``: HTTP 500 for all 10 (this chat format does not implement it);
+* ``tool_choice`` naming the tool: 10 of 10 calls to that tool, the arguments constrained by a
+  grammar to the tool's schema (9 of 10 complete JSON objects; the tenth ran into max_tokens).
+
+So the tool tests here force the call by name: the only setting under which a model this small
+reliably calls a tool through this server.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ def test_quickstart_ctrl_c_still_stops_the_server(llamacpp_py_server):
     before = {s.pid for s in llamacpp.recorded_servers()}
     env = dict(os.environ, PYTHON=sys.executable)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    long_prompt = " ".join(f"word{i}" for i in range(300))  # echoed back: a long answer
+    long_prompt = "Tell a very long story. " + " ".join(f"word{i}" for i in range(300))
     proc = subprocess.Popen(
         ["bash", str(REPO / "scripts" / "quickstart.sh"), long_prompt],
         stdin=subprocess.DEVNULL,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, strategies as st
 
-from ollm_lite.errors import ProviderNotFound
+from ollm_lite.config import load_config
+from ollm_lite.errors import ConfigError, ProviderNotFound
 from ollm_lite.providers.scripted import ScriptedProvider
 from ollm_lite.registry import ProviderRegistry, default_registry
 
@@ -114,3 +117,40 @@ def test_a_preset_set_as_default_stays_that_preset() -> None:
     default = registry.get()
     assert default is registry.get("lmstudio")
     assert default.backend.name == "lmstudio"  # type: ignore[union-attr]
+
+
+def test_default_registry_without_config_reads_what_the_cli_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rule for every entry point: $OLLM_PROVIDER and the config file, as load_config."""
+    monkeypatch.setenv("OLLM_PROVIDER", "llamacpp")
+    monkeypatch.setenv("OPENAI_COMPATIBLE_HOST", "http://127.0.0.1:9")
+    registry = default_registry()
+    assert registry.default_name == load_config().provider == "openai-compatible"
+    adapter: Any = registry.get_default()
+    assert (adapter.backend.name, adapter.base_url) == ("llamacpp", "http://127.0.0.1:9")
+    monkeypatch.delenv("OLLM_PROVIDER")
+    monkeypatch.delenv("OPENAI_COMPATIBLE_HOST")
+    file = tmp_path / "config.toml"
+    file.write_text('provider = "vllm"\n[providers.vllm]\nbase_url = "http://gpu:8000"\n')
+    monkeypatch.setenv("OLLM_CONFIG", str(file))
+    registry = default_registry()
+    assert registry.default_name == "vllm"
+    assert registry.get_default().base_url == "http://gpu:8000"  # type: ignore[attr-defined]
+
+
+def test_default_registry_without_config_reports_a_bad_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A configuration file that cannot be read is a ConfigError, as for the command line."""
+    file = tmp_path / "config.toml"
+    file.write_text("provider = [unclosed\n")
+    monkeypatch.setenv("OLLM_CONFIG", str(file))
+    with pytest.raises(ConfigError) as info:
+        default_registry()
+    assert info.value.code == "CONFIG_INVALID"
+
+
+def test_default_registry_with_nothing_configured_is_ollama() -> None:
+    """No file, no variables (the suite's conftest sees to that): Ollama, as before."""
+    assert default_registry().default_name == "local"

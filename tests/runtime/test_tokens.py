@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, strategies as st
 from ollama_support import json_answer, not_found, refuse_port, serve
 
 from ollm_lite.errors import ConfigError, ConnectionFailed, OllmError
 from ollm_lite.providers.base import BaseProvider, approx_token_count
 from ollm_lite.providers.ollama import LocalProvider
+from ollm_lite.providers.scripted import ScriptedProvider
 from ollm_lite.tokens import TokenCheck, TokenCounter, estimate_tokens
 from ollm_lite.types import (
     Message,
@@ -286,3 +288,60 @@ def test_limit_when_the_model_is_missing_or_the_server_down() -> None:
         assert TokenCounter(LocalProvider(base_url=server.url)).limit("nope") == 4096
     down = LocalProvider(base_url=f"http://127.0.0.1:{refuse_port()}", retries=0)
     assert TokenCounter(down, default_limit=2048).limit("m") == 2048
+
+
+# --------------------------------------------------------------------------- last lines that fit
+
+
+def _scripted(limit: int, per_char: bool = False) -> ScriptedProvider:
+    """A provider with a window of ``limit`` whose tokenizer counts characters (or estimates)."""
+    counter = (lambda r: sum(len(m.text or "") for m in r.messages)) if per_char else None
+    return ScriptedProvider([], context_length=limit, token_counter=counter)
+
+
+@given(
+    lines=st.lists(st.text(alphabet="abc xyz\t", max_size=30).map(lambda t: t + "\n"), max_size=40),
+    limit=st.integers(min_value=1, max_value=400),
+    reserve=st.integers(min_value=0, max_value=50),
+    per_char=st.booleans(),
+)
+def test_last_lines_that_fit_keeps_the_longest_tail_that_fits(
+    lines: list[str], limit: int, reserve: int, per_char: bool
+) -> None:
+    """The kept tail fits with ``reserve`` to spare; one line more would not."""
+    counter = TokenCounter(_scripted(limit, per_char))
+
+    def make(text: str) -> ProviderRequest:
+        return request("Summarise:\n" + text)
+
+    fitted = counter.last_lines_that_fit(lines, make, reserve=reserve)
+    assert fitted.total == len(lines) and fitted.kept + fitted.dropped == len(lines)
+    assert fitted.text == ("".join(lines[len(lines) - fitted.kept :]) if fitted.kept else "")
+    if fitted.kept:
+        assert fitted.check is not None
+        assert fitted.check.tokens + reserve <= limit
+        assert fitted.check == counter.check(make(fitted.text))
+    else:
+        assert fitted.check is None
+    if fitted.kept < len(lines):
+        one_more = counter.check(make("".join(lines[len(lines) - fitted.kept - 1 :])))
+        assert one_more.tokens + reserve > limit
+
+
+def test_last_lines_that_fit_uses_the_providers_tokenizer_and_window() -> None:
+    """1 000 lines of 10 characters in a 2 000-token window with a 500-token reserve."""
+    counter = TokenCounter(_scripted(2000, per_char=True))
+    lines = [f"{i:09d}\n" for i in range(1000)]
+    fitted = counter.last_lines_that_fit(lines, lambda t: request(t), reserve=500)
+    assert fitted.kept == 150 and fitted.text.startswith("000000850\n")
+    assert fitted.check is not None and fitted.check.exact and fitted.check.tokens == 1500
+
+
+def test_last_lines_that_fit_nothing_fits_and_bad_reserve() -> None:
+    counter = TokenCounter(_scripted(10, per_char=True))
+    fitted = counter.last_lines_that_fit(["x" * 50 + "\n"], lambda t: request(t))
+    assert (fitted.text, fitted.kept, fitted.dropped, fitted.check) == ("", 0, 1, None)
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError) as info:
+            counter.last_lines_that_fit([], lambda t: request(t), reserve=bad)  # type: ignore[arg-type]
+        assert info.value.code == "CONFIG_INVALID"

