@@ -4,7 +4,8 @@ Options:
     --quick         a short run (small streams, fewer samples; about a minute)
     --json          print the results as JSON instead of a table
     --markdown      print Markdown tables (what benchmarks/RESULTS.md holds)
-    --only A,B      run only these sections: streams, import, chat, cancel, memory, parsers
+    --only A,B      run only these sections: streams, import, chat, cancel, memory, parsers,
+                    batch
     --render FILE   print the table (or with --markdown, Markdown) of a saved --json run
 
 Peers (openai-python, ollama-python) come from the ``bench`` extra:
@@ -22,7 +23,15 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict
 
-from . import bench_cancel, bench_chat, bench_import, bench_memory, bench_parsers, bench_streams
+from . import (
+    bench_batch,
+    bench_cancel,
+    bench_chat,
+    bench_import,
+    bench_memory,
+    bench_parsers,
+    bench_streams,
+)
 from ._common import Report, Settings, machine
 from ._server import ServerProcess
 
@@ -33,6 +42,7 @@ SECTIONS: dict[str, Callable[[Settings, ServerProcess | None], Report]] = {
     "cancel": bench_cancel.run,
     "memory": bench_memory.run,
     "parsers": bench_parsers.run,
+    "batch": bench_batch.run,
 }
 
 

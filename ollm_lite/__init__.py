@@ -110,6 +110,9 @@ _EXPORTS: dict[str, str] = {
     # tools from MCP servers
     "McpServer": "mcp",
     "mcp_tools": "mcp",
+    # batches and fleets
+    "BatchSummary": "batch",
+    "run_batch": "batch",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"], key=str.casefold)
@@ -134,6 +137,10 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
     )
     from ._session import (
         Session as Session,
+    )
+    from .batch import (
+        BatchSummary as BatchSummary,
+        run_batch as run_batch,
     )
     from .chat import (
         ChatClient as ChatClient,

@@ -21,7 +21,7 @@ import os
 from collections.abc import Sequence
 
 from .config import Config, ProviderConfig, canonical_provider, load_config, validate_config
-from .errors import ConfigError, OllmError, UnsupportedOperation
+from .errors import ConfigError, OllmError
 from .providers.base import ProviderAdapter
 
 __all__ = ["build_provider", "client_config", "require_valid", "resolve_model"]
@@ -118,32 +118,41 @@ def build_provider(
         config: The configuration (its selected provider and settings).
         provider: An adapter given by the caller; used as it is.
         hosts: Base URLs of the selected provider's servers; one host is the same as
-            ``host=``.
-        per_host: Requests in flight per server (for several hosts).
+            ``host=``, several make a :class:`~ollm_lite.fleet.Fleet` (a request goes to the
+            least busy server and moves on when one fails).
+        per_host: Requests in flight per server (default: the server's own figure where it
+            gives one, else 4); given with one server or none, that server is wrapped in a
+            :class:`~ollm_lite.fleet.Fleet` that keeps to it.
 
     Raises:
         ProviderNotFound: ``PROVIDER_NOT_FOUND`` for an unknown provider name.
         ConfigError: ``CONFIG_INVALID`` for a bad base URL, or ``hosts`` that is no list
             of URLs.
-        UnsupportedOperation: ``UNSUPPORTED_OPERATION`` for several hosts (a fleet needs
-            the batch layer, which this installation does not have).
     """
     if provider is not None:
         return provider
+    from .registry import default_registry
+
+    def build(host: str | None) -> ProviderAdapter:
+        settings = config
+        if host is not None:
+            settings = _override(config, provider=None, model=None, host=host, api_key=None)
+        return default_registry(settings).require(settings.provider)
+
     if hosts is not None:
         if isinstance(hosts, str) or not all(isinstance(h, str) and h for h in hosts):
             raise ConfigError("hosts must be a list of base URLs")
-        if len(hosts) > 1:
-            raise UnsupportedOperation(
-                "connect(hosts=[...]) with several hosts is not available in this "
-                "installation; pass one host",
-                details={"hosts": len(hosts), "per_host": per_host},
-            )
-        if hosts:
-            config = _override(config, provider=None, model=None, host=hosts[0], api_key=None)
-    from .registry import default_registry
+        if len(hosts) > 1 or (hosts and per_host is not None):
+            from .fleet import fleet_from_hosts
 
-    return default_registry(config).require(config.provider)
+            return fleet_from_hosts(build, hosts, per_host=per_host)
+        if hosts:
+            return build(hosts[0])
+    if per_host is not None:
+        from .fleet import Fleet
+
+        return Fleet([build(None)], per_host=per_host)
+    return build(None)
 
 
 def resolve_model(model: str | None, adapter: ProviderAdapter) -> str:

@@ -198,7 +198,9 @@ def error_for_status(
     401/403 (and Gemini's ``API_KEY_INVALID``) → ``AuthenticationError``; 404 →
     ``ModelNotFound`` when ``not_found == "model"`` (or Google says ``NOT_FOUND``), else
     ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
-    ``RequestTimeout``; anything else → ``HTTPStatusError``.
+    ``RequestTimeout``; anything else → ``HTTPStatusError``. ``details`` holds ``status``,
+    ``url``, the server's own ``server_message`` (masked, at most 1000 characters) and its
+    error ``type``/``code`` where it gave them.
     """
     message, facts = _server_message(body, headers.get("content-type", ""), redact)
     # The structured facts come from the same body: a server echoing the request can put
@@ -208,6 +210,8 @@ def error_for_status(
     server_status = facts.get("server_status")
     google_status = server_status if isinstance(server_status, str) else None
     details: dict[str, Any] = {"status": status, "url": url, **facts}
+    if message:  # the server's own words, apart (a batch output line quotes them)
+        details["server_message"] = message
     where = f"{provider} at {url}"
     server_says = f": {message}" if message else ""
     kw: dict[str, Any] = {"details": details, "provider": provider, "model": model}

@@ -7,6 +7,7 @@
     ollm-lite models list | show NAME | pull NAME | rm NAME   [--json]
     ollm-lite health [--all] [--json]
     ollm-lite config show [--json] | validate
+    ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl | make PROMPTS -o INPUT.jsonl  (_batch_cli)
 
 Global flags (before or after the subcommand): ``--provider``, ``--host``, ``--api-key``,
 ``--model``, ``--config``, ``--timeout``, ``--debug``.
@@ -39,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__, _mcp_cli
+from ._batch_cli import add_batch_commands
 from .config import (
     PROVIDER_ALIASES,
     PROVIDERS,
@@ -248,6 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_cmd_config_validate, usage_parser=validate)
 
     _mcp_cli.add_mcp_parser(commands, flags, _missing, _cmd_mcp_list)
+    batch = add_batch_commands(commands, flags, _global_flags, _url)
+    batch.set_defaults(handler=_missing(batch), usage_parser=batch)
     return parser
 
 

@@ -299,6 +299,48 @@ class Client:
             return failed(exc)
         return self._events(call, cancel, [])
 
+    def map(
+        self,
+        prompts: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+        **ask_keywords: Any,
+    ) -> list[Reply]:
+        """Ask every prompt, ``concurrency`` at a time, and return the replies in input order.
+
+        Each prompt is one :meth:`ask` with ``ask_keywords`` (``system``, ``model``,
+        ``schema``, ``images``, ``cancel`` and the options). A failed prompt does not stop the
+        others: its :class:`Reply` has ``error`` set and ``finish == "error"``; with a
+        ``schema``, ``reply.value`` holds the validated object.
+
+        Args:
+            prompts: Prompts as :meth:`ask` takes them.
+            concurrency: Calls in flight (default: the fleet's capacity, else 4).
+
+        Raises:
+            TypeError: an unknown keyword.
+            ConfigError: ``CONFIG_INVALID`` for a bad ``concurrency``.
+        """
+        from .batch._map import map_replies
+
+        return map_replies(self, prompts, concurrency=concurrency, keywords=ask_keywords)
+
+    def map_unordered(
+        self,
+        prompts: Iterable[Any],
+        *,
+        concurrency: int | None = None,
+        **ask_keywords: Any,
+    ) -> Iterator[tuple[int, Reply]]:
+        """Like :meth:`map`, yielding ``(index, reply)`` as each answer finishes.
+
+        Prompts are taken from the iterable only as calls finish, so it may be a long
+        generator; closing the iterator early cancels the calls in flight.
+        """
+        from .batch._map import map_unordered
+
+        return map_unordered(self, prompts, concurrency=concurrency, keywords=ask_keywords)
+
     def session(self, system: str | None = None, tools: Any = None) -> Session:
         """A conversation that keeps its history across calls (see :class:`Session`)."""
         return Session(self, system=system, tools=tools)

@@ -76,6 +76,7 @@ class McpServer:
         self._session = McpSession(transport, label=transport.describe)
         self._session.on_tools_changed = self._tools_changed
         self._tools: list[McpToolSchema] | None = None
+        self._tools_generation = 0
         self._lock = threading.Lock()
         self._closed = False
         try:
@@ -186,12 +187,16 @@ class McpServer:
         with self._lock:
             if self._tools is not None:
                 return list(self._tools)
+            generation = self._tools_generation
         if "tools" not in self._session.capabilities:
             listed: list[McpToolSchema] = []
         else:
             listed = [self._schema(t) for t in self._list_tools()]
         with self._lock:
-            self._tools = listed
+            # A change announced while the list was in flight makes this answer stale: keep it
+            # for this caller only, so that the next call lists again.
+            if generation == self._tools_generation:
+                self._tools = listed
         return list(listed)
 
     def _list_tools(self) -> list[dict[str, Any]]:
@@ -231,6 +236,7 @@ class McpServer:
         logger.debug("%s: tool list changed", self._label)
         with self._lock:
             self._tools = None
+            self._tools_generation += 1
 
     @property
     def _label(self) -> str:

@@ -240,6 +240,13 @@ class BaseProvider:
         """What ``model`` can do; the provider's capabilities where the backend does not say."""
         return self.capabilities
 
+    def parallel_slots(self) -> int | None:
+        """Requests the server runs at once, where it says (``None``: it does not).
+
+        A fleet uses it as the endpoint's default limit.
+        """
+        return None
+
 
 def usage_from(
     prompt: Any, completion: Any, total: Any = None, extra: Mapping[str, Any] | None = None

@@ -536,6 +536,17 @@ class OpenAICompatibleProvider(BaseProvider):
             model=name,
         )
 
+    def parallel_slots(self) -> int | None:
+        """Requests the server runs at once: llama.cpp's ``GET /props`` ``total_slots``
+        (its ``-np``), for the backends whose context comes from ``/props``; else ``None``.
+
+        Raises:
+            ConnectionFailed: ``CONNECTION_FAILED`` when the server cannot be reached.
+        """
+        if self.backend.context_source != "llamacpp":
+            return None
+        return _int((self._discover().props or {}).get("total_slots"))
+
     def _props_window(self) -> int | None:
         try:
             found = self._discover()

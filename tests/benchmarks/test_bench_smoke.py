@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import (  # noqa: E402
+    bench_batch,
     bench_cancel,
     bench_chat,
     bench_import,
@@ -108,6 +109,15 @@ def test_import_section_runs() -> None:
 def test_parsers_section_runs() -> None:
     """The in-memory parser micro-benchmark runs."""
     _check(bench_parsers.run(TINY), "parsers")
+
+
+def test_batch_section_runs() -> None:
+    """The batch section runs both contenders against slot servers and reports its limit."""
+    report = bench_batch.run(TINY)
+    _check(report, "batch")
+    names = [r.name for r in report.results]
+    assert any(n.startswith("ollm_lite batch, 2 endpoint(s)") for n in names)
+    assert "CPU per batch line (fleet, concurrency 1)" in names
 
 
 def test_run_all_json_and_tables(capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,10 +20,10 @@ from ollm_lite import (
     OpenAICompatibleProvider,
     ProviderNotFound,
     ScriptedProvider,
-    UnsupportedOperation,
     VllmProvider,
 )
 from ollm_lite.client import Client
+from ollm_lite.fleet import Fleet
 
 
 def write_config(folder: Path, text: str) -> Path:
@@ -124,8 +124,11 @@ def test_hosts_with_one_host_and_with_several() -> None:
     llm = ollm_lite.connect("vllm", hosts=["http://one:8000"])
     assert isinstance(llm.provider, VllmProvider)
     assert llm.provider.base_url == "http://one:8000"
-    with pytest.raises(UnsupportedOperation):
-        ollm_lite.connect("vllm", hosts=["http://one:8000", "http://two:8000"], per_host=2)
+    fleet = ollm_lite.connect("vllm", hosts=["http://one:8000", "http://two:8000"], per_host=2)
+    assert isinstance(fleet.provider, Fleet)
+    assert [type(p) for p in fleet.provider.providers] == [VllmProvider, VllmProvider]
+    assert [s.url for s in fleet.provider.status()] == ["http://one:8000", "http://two:8000"]
+    assert fleet.provider.capacity == 4
 
 
 def answer() -> object:

@@ -1,0 +1,127 @@
+"""Many prompts over one client at once: ``Client.map`` and ``Client.map_unordered``.
+
+Each prompt is one ``ask`` (same keywords, ``schema`` included) run on a thread pool with at
+most ``concurrency`` calls in flight (default: the fleet's capacity, else 4). Prompts are taken
+from the iterable only as slots free up, so a generator of a million prompts is fine. A failed
+prompt never stops the others: it comes back as a :class:`~ollm_lite.Reply` with ``error`` set
+and ``finish == "error"``. Leaving early (an exception, ``KeyboardInterrupt``, closing the
+iterator) cancels the calls in flight; no thread outlives the call.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+from .._cancel_scope import cancel_scope
+from .._options import check_names
+from .._outcome import raise_for
+from .._reply import Reply
+from .._typed import answer_spec
+from ..errors import ConfigError, OllmError
+from ._runner import DEFAULT_CONCURRENCY
+
+__all__ = ["map_replies", "map_unordered"]
+
+_ASK_KEYWORDS = ("system", "model", "schema", "images", "cancel")
+
+
+def _workers(client: Any, concurrency: int | None) -> int:
+    if concurrency is None:
+        capacity = getattr(client.provider, "capacity", None)
+        return capacity if isinstance(capacity, int) and capacity > 0 else DEFAULT_CONCURRENCY
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
+    return concurrency
+
+
+def map_unordered(
+    client: Any,
+    prompts: Iterable[Any],
+    *,
+    concurrency: int | None = None,
+    keywords: dict[str, Any],
+) -> Iterator[tuple[int, Reply]]:
+    """``(index, reply)`` for each prompt, as the answers finish.
+
+    Raises:
+        TypeError: an unknown keyword (at the call, before any request).
+        ConfigError: ``CONFIG_INVALID`` for a bad ``concurrency``.
+    """
+    options = {k: v for k, v in keywords.items() if k not in _ASK_KEYWORDS}
+    check_names(options, "map")
+    asks = {k: keywords.get(k) for k in _ASK_KEYWORDS}
+    spec = answer_spec(asks["schema"]) if asks["schema"] is not None else None
+    workers = _workers(client, concurrency)
+    return _pump(client, prompts, workers, asks, options, spec)
+
+
+def _one(
+    client: Any, prompt: Any, asks: dict[str, Any], options: dict[str, Any], spec: Any, stop: Any
+) -> Reply:
+    reply: Reply | None = None
+    try:
+        with cancel_scope(stop):
+            call = client._prepare(
+                prompt,
+                system=asks["system"],
+                model=asks["model"],
+                images=asks["images"],
+                options=options,
+            )
+            reply, folded = client._reply(call, asks["cancel"], spec)
+            raise_for(reply, folded, token_limit=True)
+        return reply
+    except OllmError as exc:
+        if reply is None:
+            reply = Reply("", None)
+        reply.error = exc
+        reply.finish = "error"
+        return reply
+
+
+def _pump(
+    client: Any,
+    prompts: Iterable[Any],
+    workers: int,
+    asks: dict[str, Any],
+    options: dict[str, Any],
+    spec: Any,
+) -> Iterator[tuple[int, Reply]]:
+    queue = enumerate(prompts)
+    stop = threading.Event()
+    running: dict[Future[Reply], int] = {}
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ollm-map")
+    try:
+        while True:
+            while len(running) < workers:
+                item = next(queue, None)
+                if item is None:
+                    break
+                index, prompt = item
+                running[pool.submit(_one, client, prompt, asks, options, spec, stop)] = index
+            if not running:
+                return
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in finished:
+                yield running.pop(future), future.result()
+    finally:
+        if running:
+            stop.set()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def map_replies(
+    client: Any,
+    prompts: Iterable[Any],
+    *,
+    concurrency: int | None = None,
+    keywords: dict[str, Any],
+) -> list[Reply]:
+    """Every prompt's :class:`Reply`, in input order (see :func:`map_unordered`)."""
+    found: dict[int, Reply] = dict(
+        map_unordered(client, prompts, concurrency=concurrency, keywords=keywords)
+    )
+    return [found[i] for i in range(len(found))]

@@ -1,0 +1,279 @@
+"""Batch request bodies to provider requests, and provider answers back to OpenAI objects.
+
+A ``/v1/chat/completions`` body (OpenAI's Chat Completions request,
+https://platform.openai.com/docs/api-reference/chat/create) becomes a
+:class:`~ollm_lite.types.ProviderRequest`, so each provider sends it in its own wire format
+(Ollama ``/api/chat``, Gemini ``generateContent``, the OpenAI-compatible servers) exactly as a
+chat call would. The answer comes back as an OpenAI ``chat.completion`` object whatever the
+provider's wire was; a ``/v1/embeddings`` body becomes an ``embed`` call and an embeddings
+``list`` object.
+
+Known keys are translated; any other key of a chat body (``logprobs``, ``logit_bias`` …) is
+passed through as ``GenerationOptions.extra_body``, i.e. sent verbatim to the server. Keys
+that make no sense for one blocking answer (``stream: true``, ``n`` > 1) are problems
+reported before anything is sent.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import OllmError
+from ..providers._openai_wire import message_from_openai
+from ..types import (
+    ChatResult,
+    EmbeddingResult,
+    GenerationOptions,
+    Message,
+    ProviderRequest,
+    ToolSchema,
+)
+from ._format import CHAT_URL, BatchInput
+
+__all__ = ["ChatJob", "EmbedJob", "Job", "chat_completion", "embeddings_list", "job_for"]
+
+#: Keys with no meaning for one blocking answer, dropped rather than sent.
+_DROPPED = frozenset({"stream", "stream_options", "n", "user", "metadata", "store"})
+_FLOAT_OPTIONS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+
+
+class BodyProblem(ValueError):
+    """Internal: why a body cannot be sent (becomes one line of a BatchFileError)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatJob:
+    """A chat request ready for ``provider.chat``."""
+
+    custom_id: str
+    request: ProviderRequest
+
+
+@dataclass(frozen=True, slots=True)
+class EmbedJob:
+    """An embeddings request ready for ``provider.embed``."""
+
+    custom_id: str
+    texts: list[str]
+    model: str
+
+
+Job = ChatJob | EmbedJob
+
+
+def job_for(item: BatchInput, default_model: str | None) -> Job:
+    """The provider call for one input line.
+
+    Raises:
+        BodyProblem: the body cannot be sent (no model, no messages, ``stream: true`` …).
+    """
+    body = item.body
+    model = body.get("model", default_model)
+    if model is None:
+        raise BodyProblem("body has no model and no default model was given")
+    if not isinstance(model, str) or not model:
+        raise BodyProblem(f"body.model must be a non-empty string, not {model!r}")
+    if item.url == CHAT_URL:
+        return ChatJob(item.custom_id, chat_request(body, model))
+    return EmbedJob(item.custom_id, _embed_texts(body), model)
+
+
+def _embed_texts(body: dict[str, Any]) -> list[str]:
+    unknown = sorted(set(body) - {"model", "input", "encoding_format", "user"})
+    if unknown:
+        raise BodyProblem(f"unsupported embeddings key(s): {', '.join(unknown)}")
+    if body.get("encoding_format", "float") != "float":
+        raise BodyProblem("only encoding_format 'float' is supported")
+    value = body.get("input")
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise BodyProblem("body.input must be a string or a non-empty list of strings")
+
+
+def chat_request(body: dict[str, Any], model: str) -> ProviderRequest:
+    """A Chat Completions body as a :class:`ProviderRequest` for ``model``.
+
+    Raises:
+        BodyProblem: for missing or malformed messages, ``stream: true`` or ``n`` > 1.
+    """
+    if body.get("stream") not in (None, False):
+        raise BodyProblem("stream must be false or absent in a batch (one whole answer a line)")
+    if body.get("n", 1) != 1:
+        raise BodyProblem("n must be 1 (one answer a line)")
+    messages = _messages(body.get("messages"))
+    extra = {k: v for k, v in body.items() if k not in _KNOWN and k not in _DROPPED}
+    tools = _tools(body.get("tools"))
+    tool_choice: Any = "auto"
+    choice = body.get("tool_choice")
+    if choice in ("auto", "none"):
+        tool_choice = choice
+    elif isinstance(choice, dict) and isinstance((choice.get("function") or {}).get("name"), str):
+        tool_choice = {"name": choice["function"]["name"]}
+    elif choice is not None:
+        extra["tool_choice"] = choice  # "required" and other server-specific values
+    return ProviderRequest(
+        model=model,
+        messages=messages,
+        tools=tools,
+        tool_choice=tool_choice,
+        options=_options(body, extra),
+        response_format=_response_format(body.get("response_format")),
+    )
+
+
+_KNOWN = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "max_tokens",
+        "max_completion_tokens",
+        "top_k",
+        "seed",
+        "stop",
+        "repeat_penalty",
+        "repetition_penalty",
+        *_FLOAT_OPTIONS,
+    }
+)
+
+
+def _messages(value: Any) -> list[Message]:
+    if not isinstance(value, list) or not value:
+        raise BodyProblem("body.messages must be a non-empty list")
+    out = []
+    for index, item in enumerate(value):
+        try:
+            out.append(message_from_openai(item))
+        except OllmError:
+            raise BodyProblem(
+                f"body.messages[{index}] is not a chat message (role system, user, "
+                "assistant or tool)"
+            ) from None
+    return out
+
+
+def _tools(value: Any) -> list[ToolSchema] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise BodyProblem("body.tools must be a list")
+    out = []
+    for index, item in enumerate(value):
+        function = item.get("function") if isinstance(item, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise BodyProblem(f"body.tools[{index}] must be {{type: function, function: {{name}}}}")
+        assert isinstance(function, dict)
+        params = function.get("parameters")
+        description = function.get("description")
+        out.append(
+            ToolSchema(
+                name,
+                description if isinstance(description, str) else None,
+                params if isinstance(params, dict) else None,
+            )
+        )
+    return out or None
+
+
+def _number(body: dict[str, Any], key: str, kind: type) -> Any:
+    value = body.get(key)
+    if value is None:
+        return None
+    ok = isinstance(value, kind) if kind is int else isinstance(value, int | float)
+    if not ok or isinstance(value, bool):
+        raise BodyProblem(f"body.{key} must be a number, not {value!r}")
+    return value
+
+
+def _options(body: dict[str, Any], extra: dict[str, Any]) -> GenerationOptions:
+    stop = body.get("stop")
+    if isinstance(stop, str):
+        stop = [stop]
+    elif stop is not None and not (
+        isinstance(stop, list) and all(isinstance(s, str) for s in stop)
+    ):
+        raise BodyProblem("body.stop must be a string or a list of strings")
+    max_tokens = _number(body, "max_completion_tokens", int)
+    if max_tokens is None:
+        max_tokens = _number(body, "max_tokens", int)
+    repeat = _number(body, "repeat_penalty", float)
+    if repeat is None:
+        repeat = _number(body, "repetition_penalty", float)
+    floats = {key: _number(body, key, float) for key in _FLOAT_OPTIONS}
+    return GenerationOptions(
+        max_tokens=max_tokens,
+        top_k=_number(body, "top_k", int),
+        seed=_number(body, "seed", int),
+        stop=stop,
+        repeat_penalty=repeat,
+        extra_body=extra,
+        **floats,
+    )
+
+
+def _response_format(value: Any) -> Any:
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return "json"
+    if kind == "json_schema":
+        schema = (value.get("json_schema") or {}).get("schema")
+        if isinstance(schema, dict):
+            return schema
+    raise BodyProblem(
+        "body.response_format must be {type: text | json_object} or "
+        "{type: json_schema, json_schema: {schema: {...}}}"
+    )
+
+
+# --------------------------------------------------------------------------- answers
+
+
+def chat_completion(result: ChatResult, model: str) -> dict[str, Any]:
+    """``result`` as an OpenAI ``chat.completion`` object (one choice)."""
+    wire = result.to_openai()
+    message: dict[str, Any] = {"role": "assistant", "content": result.content}
+    if wire["tool_calls"]:
+        message["tool_calls"] = wire["tool_calls"]
+    if result.thinking:
+        message["reasoning_content"] = result.thinking
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": wire["finish_reason"],
+                "logprobs": None,
+            }
+        ],
+        "usage": wire["usage"],
+    }
+
+
+def embeddings_list(result: EmbeddingResult, model: str) -> dict[str, Any]:
+    """``result`` as an OpenAI embeddings ``list`` object."""
+    return {
+        "object": "list",
+        "data": [
+            {"object": "embedding", "index": i, "embedding": list(vector)}
+            for i, vector in enumerate(result.vectors)
+        ],
+        "model": result.model or model,
+        "usage": None,
+    }

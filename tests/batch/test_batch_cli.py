@@ -1,0 +1,321 @@
+"""``ollm-lite batch run`` / ``batch make`` as a user runs them: a subprocess against loopback
+servers. Exit codes: 0 all answered, 1 some failed, 2 invalid input (nothing sent), 130 Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from batch.batch_support import chat_line, read_output, write_lines, write_prompts
+from cli.cli_support import assert_one_line_error, popen, run
+from faults.fault_server import refused_url
+from transport_support import LoopbackServer, Request, respond, serve
+
+CHAT = "/v1/chat/completions"
+
+
+class Held:
+    """A chat route that answers ``ok: <prompt>`` once released (``fail`` prompts get 500)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.release.set()
+        self.in_flight = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, client: socket.socket, req: Request) -> None:
+        with self.lock:
+            self.in_flight += 1
+        try:
+            while not self.release.wait(0.01):
+                if req.stop.is_set():
+                    return
+            prompt = json.loads(req.body)["messages"][-1]["content"]
+            if prompt.startswith("fail"):
+                respond(client, 500, b'{"error": {"message": "model crashed"}}')
+                return
+            message = {"role": "assistant", "content": f"ok: {prompt}"}
+            answer = {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+            respond(client, 200, json.dumps(answer).encode())
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[LoopbackServer, Held]]:
+    route = Held()
+    route.keep_alive = True  # type: ignore[attr-defined]
+    with serve({CHAT: route}) as srv:
+        yield srv, route
+
+
+def _args(url: str, *more: str) -> list[str]:
+    return ["--provider", "openai-compatible", "--model", "m", "batch", "run", *more, "--host", url]
+
+
+def test_a_complete_run_exits_0_and_a_rerun_sends_nothing(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, _ = server
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "b", "c"])
+    out = tmp_path / "out.jsonl"
+    done = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out)))
+    assert done.returncode == 0, done.stderr
+    assert "3 done, 0 failed" in done.stderr
+    assert len(read_output(out)) == 3
+    sent = len(srv.requests)
+    again = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out)))
+    assert again.returncode == 0
+    assert "3 already in" in again.stderr
+    assert len(srv.requests) == sent
+
+
+def test_failed_lines_exit_1_after_all_are_written_and_retry_failed_reruns_them(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, _ = server
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "fail", "c"])
+    out = tmp_path / "out.jsonl"
+    first = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out)))
+    assert first.returncode == 1
+    lines = read_output(out)
+    assert len(lines) == 3
+    (bad,) = [x for x in lines if x["error"]]
+    assert bad["response"]["status_code"] == 500
+    assert bad["response"]["body"]["error"]["message"] == "model crashed"  # the server's words
+    assert bad["error"]["code"] == "LLM_HTTP_ERROR"
+    retried = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--retry-failed"))
+    assert retried.returncode == 1  # the server still fails it
+    assert len(read_output(out)) == 3
+    assert "1 failed, 2 already in" in retried.stderr
+
+
+def test_an_invalid_input_exits_2_before_any_request(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, _ = server
+    inp = write_lines(tmp_path / "in.jsonl", [chat_line("x", "a"), chat_line("x", "b")])
+    result = run(tmp_path, *_args(srv.url, str(inp), "-o", str(tmp_path / "out.jsonl")))
+    assert result.returncode == 2
+    assert_one_line_error(result.stderr, "CONFIG_INVALID")
+    assert "duplicate custom_id 'x'" in result.stderr
+    assert srv.requests == []
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_plain_progress_lines_when_not_a_terminal(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, _ = server
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "b"])
+    result = run(tmp_path, *_args(srv.url, str(inp), "-o", str(tmp_path / "o.jsonl")))
+    progress = [line for line in result.stderr.splitlines() if line.startswith("batch: 2/2")]
+    assert progress and "\r" not in result.stderr
+
+
+def test_a_fleet_of_hosts_from_the_command_line(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, _ = server
+    route = Held()
+    route.keep_alive = True  # type: ignore[attr-defined]
+    with serve({CHAT: route}) as other, refused_url() as dead:
+        inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(12)])
+        result = run(
+            tmp_path,
+            *_args(srv.url, str(inp), "-o", str(tmp_path / "o.jsonl"), "--per-host", "2"),
+            "--host",
+            dead,
+            "--host",
+            other.url,
+        )
+        assert result.returncode == 0, result.stderr
+        assert srv.requests and other.requests
+        assert f"ollm-lite: fleet: {dead} ejected" in result.stderr  # health is visible
+        assert "hosts 2/3 up" in result.stderr or "hosts 3/3 up" in result.stderr
+
+
+class Lines:
+    """Collects a child's stderr lines as they come (a thread reads the pipe)."""
+
+    def __init__(self, stream: object) -> None:
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: object) -> None:
+        for raw in iter(stream.readline, b""):  # type: ignore[attr-defined]
+            self.lines.append(raw.decode("utf-8", "replace"))
+
+    def text(self) -> str:
+        self._thread.join(60)
+        return "".join(self.lines)
+
+    def saw(self, needle: str) -> bool:
+        return any(needle in line for line in self.lines)
+
+
+def _wait(condition: object, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+def test_ctrl_c_lets_requests_in_flight_finish_then_exits_130(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, route = server
+    route.release.clear()
+    inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(6)])
+    out = tmp_path / "out.jsonl"
+    proc = popen(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--concurrency", "2"))
+    err = Lines(proc.stderr)
+    try:
+        _wait(lambda: route.in_flight == 2)
+        proc.send_signal(signal.SIGINT)
+        _wait(lambda: err.saw("interrupt: no new requests"))
+        route.release.set()
+        proc.wait(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err.text()
+    assert "run the same command again to resume" in err.text()
+    lines = read_output(out)
+    assert len(lines) == 2 and all(x["error"] is None for x in lines)
+    assert len([r for r in srv.requests if r.path == CHAT]) == 2  # nothing new was started
+    resumed = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out)))
+    assert resumed.returncode == 0
+    assert sorted(x["custom_id"] for x in read_output(out)) == [f"c{i}" for i in range(6)]
+
+
+def test_a_second_ctrl_c_cancels_requests_in_flight(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, route = server
+    route.release.clear()
+    inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(4)])
+    out = tmp_path / "out.jsonl"
+    proc = popen(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--concurrency", "2"))
+    err = Lines(proc.stderr)
+    try:
+        _wait(lambda: route.in_flight == 2)
+        proc.send_signal(signal.SIGINT)
+        _wait(lambda: err.saw("interrupt: no new requests"))
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        route.release.set()
+        proc.kill()
+    assert proc.returncode == 130
+    assert out.read_bytes() == b""  # cancelled lines are not written: the next run sends them
+
+
+def test_batch_make_from_text_and_csv(tmp_path: Path) -> None:
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("first\n\nsecond, with a comma\n")
+    result = run(
+        tmp_path, "batch", "make", str(prompts), "-o", str(tmp_path / "in.jsonl"),
+        "--model", "m", "--system", "Be brief.",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = [json.loads(x) for x in (tmp_path / "in.jsonl").read_text().splitlines()]
+    assert [x["custom_id"] for x in lines] == ["prompt-1", "prompt-3"]
+    assert lines[1]["body"] == {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "second, with a comma"},
+        ],
+    }
+    table = tmp_path / "t.csv"
+    table.write_text('custom_id,text,other\nT-1,"multi\nline",x\nT-2,plain,y\n')
+    made = run(
+        tmp_path, "batch", "make", str(table), "-o", str(tmp_path / "c.jsonl"), "--column", "text"
+    )
+    assert made.returncode == 0, made.stderr
+    rows = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert [(r["custom_id"], r["body"]["messages"][-1]["content"]) for r in rows] == [
+        ("T-1", "multi\nline"),
+        ("T-2", "plain"),
+    ]
+    assert "model" not in rows[0]["body"]
+    wrong = run(
+        tmp_path, "batch", "make", str(table), "-o", str(tmp_path / "d.jsonl"), "--column", "nope"
+    )
+    assert wrong.returncode == 2
+    assert_one_line_error(wrong.stderr, "CONFIG_INVALID")
+
+
+def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> None:
+    """docs/batch.md's shell snippet, against two loopback servers standing in for gpu-a/b."""
+    import re
+    import shlex
+
+    from cli.cli_support import ROOT
+
+    page = (ROOT / "docs" / "batch.md").read_text()
+    (shell,) = re.findall(r"```sh\n(.*?)```", page, re.S)
+    commands = [shlex.split(c) for c in shell.replace("\\\n", " ").strip().splitlines()]
+    (tmp_path / "tickets.csv").write_text("text\nPrinter on fire\nPassword reset\n")
+    first, second = Held(), Held()
+    first.keep_alive = second.keep_alive = True  # type: ignore[attr-defined]
+    with serve({CHAT: first}) as a, serve({CHAT: second}) as b:
+        for argv in commands:
+            assert argv[0] == "ollm-lite"
+            args = [
+                x.replace("http://gpu-a:8080", a.url).replace("http://gpu-b:8080", b.url)
+                for x in argv[1:]
+            ]
+            args = [str(tmp_path / x) if x.startswith(("tickets.", "labels.")) else x for x in args]
+            result = run(tmp_path, *args)
+            assert result.returncode == 0, result.stderr
+        assert a.requests or b.requests
+    labels = read_output(tmp_path / "labels.jsonl")
+    assert sorted(x["custom_id"] for x in labels) == ["prompt-2", "prompt-3"]
+    assert all(x["error"] is None for x in labels)
+
+
+def test_run_batch_without_a_client_connects_as_the_cli_does(
+    tmp_path: Path, server: tuple[LoopbackServer, Held], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """client=None: the configuration file and environment decide, as for ``ollm-lite``."""
+    from ollm_lite import run_batch
+
+    srv, _ = server
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'provider = "openai-compatible"\nmodel = "m"\n'
+        f'[providers.openai-compatible]\nbase_url = "{srv.url}"\n'
+    )
+    monkeypatch.setenv("OLLM_CONFIG", str(config))
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "b"])
+    summary = run_batch(inp, tmp_path / "out.jsonl")
+    assert (summary.done, summary.failed) == (2, 0)
+    assert len(srv.requests) == 2
+
+
+def test_lines_without_a_model_use_the_servers_only_model(tmp_path: Path) -> None:
+    from faults.fault_server import status
+
+    route = Held()
+    route.keep_alive = True  # type: ignore[attr-defined]
+    models = status(200, {"object": "list", "data": [{"id": "only-model", "object": "model"}]})
+    with serve({CHAT: route, "/v1/models": models}) as srv:
+        line = chat_line("a", "hi")
+        del line["body"]["model"]
+        inp = write_lines(tmp_path / "in.jsonl", [line])
+        out = tmp_path / "out.jsonl"
+        args = ["--provider", "openai-compatible", "batch", "run", str(inp), "-o", str(out)]
+        result = run(tmp_path, *args, "--host", srv.url)
+        assert result.returncode == 0, result.stderr
+        sent = json.loads(next(r for r in srv.requests if r.path == CHAT).body)
+        assert sent["model"] == "only-model"
+        assert read_output(out)[0]["response"]["body"]["model"] == "only-model"
