@@ -25,10 +25,10 @@ from faults.fault_server import (
     segments,
     sse_data,
 )
-from ollm_lite.transport import Timeouts
 from transport_support import serve
 
 from ollm_lite.errors import BadResponse
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
 WORDS = ["Grüße", " aus", " 東京", " 🎉", " line\u2028sep", " para\u2029sep", " end"]
