@@ -89,6 +89,8 @@ def test_readme_has_the_snippets_this_test_expects() -> None:
 def test_readme_snippet_runs_against_the_quick_start_server(
     snippet: Snippet, newcomer_env: dict[str, str], tmp_path: Path
 ) -> None:
+    for name, text in snippet.directive.get("files", {}).items():
+        (tmp_path / name).write_text(text)
     done = _run([sys.executable, "-c", snippet.code], newcomer_env, tmp_path)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
