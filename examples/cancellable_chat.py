@@ -25,43 +25,37 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ollm_lite import (
-    ChatClient,
-    ChatFinishEvent,
-    Conversation,
-    ErrorEvent,
-    TextEvent,
-    default_registry,
-    load_config,
-)
+import ollm_lite
+from ollm_lite import OllmError, Session
 
 
 def answer(
-    conversation: Conversation,
+    chat: Session,
     text: str,
     cancel: threading.Event,
     deadline: float | None = None,
     out: TextIO = sys.stdout,
 ) -> str:
-    """Stream one answer to ``out``; returns the finish reason (``complete``, ``cancelled``...).
+    """Stream one answer to ``out``; returns ``complete``, ``cancelled`` or ``error``.
 
     ``cancel`` may be set from anywhere (a signal handler, another thread); ``deadline``
-    seconds set it automatically.
+    seconds set it automatically. The stream simply ends when it is set; the partial answer
+    stays in the session's history.
     """
     timer = threading.Timer(deadline, cancel.set) if deadline else None
     if timer is not None:
         timer.daemon = True
         timer.start()
-    reason = "error"
+    reason = "complete"
     try:
-        for event in conversation.send(text, cancel=cancel):
-            if isinstance(event, TextEvent):
-                out.write(event.value)
-                out.flush()
-            elif isinstance(event, ErrorEvent):
-                out.write(f"\n[error {event.error.code}: {event.error.message}]")
-            elif isinstance(event, ChatFinishEvent):
-                reason = event.reason
+        for piece in chat.stream(text, cancel=cancel):
+            out.write(piece)
+            out.flush()
+        if cancel.is_set():
+            reason = "cancelled"
+    except OllmError as exc:
+        out.write(f"\n[error {exc.code}: {exc.message}]")
+        reason = "error"
     finally:
         if timer is not None:
             timer.cancel()
@@ -81,10 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--deadline", type=float, help="stop any answer after this many seconds")
     args = parser.parse_args(argv)
-    config = load_config()
-    conversation = ChatClient(default_registry(config), model=config.model).conversation(
-        system_prompt=args.system
-    )
+    chat = ollm_lite.connect().session(system=args.system)
     while True:
         try:
             text = input("you> ").strip()
@@ -96,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cancel = threading.Event()
         previous = signal.signal(signal.SIGINT, _setter(cancel))
         try:
-            answer(conversation, text, cancel, args.deadline)
+            answer(chat, text, cancel, args.deadline)
         finally:
             signal.signal(signal.SIGINT, previous)
 

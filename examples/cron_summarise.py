@@ -4,7 +4,8 @@ Reads FILE (at most the last ``--lines`` lines) or stdin, keeps the most recent 
 the model's context window with room for the answer (the library counts them with the server's
 own tokenizer where it has one), asks the configured model for a short summary and prints it,
 or appends it with a time stamp to ``--out``. Exit codes follow ``ollm-lite``: 0 ok, 1 error
-(one line on stderr, so cron's mail says what went wrong) -- an empty summary is an error too.
+(one line on stderr with the error's code, so cron's mail says what went wrong) -- an empty
+summary is an error too.
 
 The provider, server and model come from the usual configuration (flags are not needed):
 ``~/.config/ollm/config.toml`` and the environment variables ``OLLM_PROVIDER``, ``OLLM_MODEL``,
@@ -33,16 +34,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
-from ollm_lite import (
-    ChatClient,
-    GenerationOptions,
-    Message,
-    OllmError,
-    ProviderRequest,
-    default_registry,
-    load_config,
-)
-from ollm_lite.errors import BadResponse, ConfigError, error_from_code
+import ollm_lite
+from ollm_lite import Client, Message, OllmError, ProviderRequest
+from ollm_lite.errors import BadResponse
 from ollm_lite.tokens import FittedLines, TokenCounter
 
 SYSTEM = (
@@ -62,12 +56,14 @@ def tail(path: Path | None, lines: int) -> list[str]:
         return list(deque(handle, maxlen=lines))
 
 
-def fit(lines: list[str], counter: TokenCounter, model: str) -> FittedLines:
-    """The most recent ``lines`` whose request fits ``model``'s window with the answer.
+def fit(lines: list[str], llm: Client) -> FittedLines:
+    """The most recent ``lines`` whose request fits the model's window with the answer.
 
     Raises:
-        OllmError: not even the last line fits.
+        OllmError: not even the last line fits (or the server cannot be asked).
     """
+    model = llm.resolved_model()
+    counter = TokenCounter(llm.provider, context_limits=llm.context_limits)
 
     def request(text: str) -> ProviderRequest:
         return ProviderRequest(model, [Message.system(SYSTEM), Message.user(PROMPT + text)])
@@ -78,23 +74,17 @@ def fit(lines: list[str], counter: TokenCounter, model: str) -> FittedLines:
     return fitted
 
 
-def summarise(text: str, client: ChatClient) -> str:
+def summarise(text: str, llm: Client) -> str:
     """The model's summary of ``text``.
 
     Raises:
         OllmError: whatever the provider reported (its stable ``code`` says what), or an
             empty summary (``LLM_BAD_RESPONSE``): a blank report must not look like success.
     """
-    options = GenerationOptions(max_tokens=ANSWER_TOKENS, temperature=0.2)
-    result = client.conversation(system_prompt=SYSTEM).run(PROMPT + text, options=options)
-    if result.phase != "completed" or result.text is None:
-        if result.error is not None:
-            raise error_from_code(result.error)  # the same class and code the chat reported
-        raise OllmError(f"the summary ended: {result.phase}")
-    summary = result.text.strip()
-    if not summary:
+    summary = llm.ask(PROMPT + text, system=SYSTEM, max_tokens=ANSWER_TOKENS, temperature=0.2)
+    if not summary.strip():
         raise BadResponse("the model returned an empty summary")
-    return summary
+    return summary.strip()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,21 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not "".join(lines).strip():
             print("cron_summarise: nothing to summarise", file=sys.stderr)
             return 0
-        config = load_config()
-        if not config.model:
-            raise ConfigError("no model configured: set OLLM_MODEL or `model` in the config file")
-        registry = default_registry(config)
-        limits = config.context_limits
-        client = ChatClient(registry, model=config.model, context_limits=limits)
-        counter = TokenCounter(registry.get_default(), context_limits=limits)
-        fitted = fit(lines, counter, config.model)
-        if fitted.dropped:
-            print(
-                f"cron_summarise: the model's window holds the last {fitted.kept} of "
-                f"{fitted.total} lines; summarising those",
-                file=sys.stderr,
-            )
-        summary = summarise(fitted.text, client)
+        with ollm_lite.connect() as llm:
+            fitted = fit(lines, llm)
+            if fitted.dropped:
+                print(
+                    f"cron_summarise: the model's window holds the last {fitted.kept} of "
+                    f"{fitted.total} lines; summarising those",
+                    file=sys.stderr,
+                )
+            summary = summarise(fitted.text, llm)
     except OllmError as exc:
         print(f"cron_summarise: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 1

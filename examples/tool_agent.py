@@ -1,8 +1,9 @@
 """A tool-using agent: the model answers questions about this machine by calling Python tools.
 
 Three plain functions become tools with ``@tool`` (their JSON Schema comes from the type hints
-and docstrings). The chat runtime runs the calls the model makes, in parallel, sends the results
-back, and streams the final answer. Tool calls are shown on stderr, the answer on stdout.
+and docstrings). ``llm.events(...)`` runs the calls the model makes, in parallel, sends the
+results back, and streams the final answer. Tool calls are shown on stderr, the answer on
+stdout.
 
 The provider, server and model come from the usual configuration. Against the quick-start
 llama.cpp server (``start`` writes that configuration)::
@@ -31,16 +32,15 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+import ollm_lite
 from ollm_lite import (
-    ChatClient,
     ChatFinishEvent,
+    Client,
     ErrorEvent,
     TextEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
     ToolRegistry,
-    default_registry,
-    load_config,
     tool,
 )
 
@@ -85,7 +85,7 @@ TOOLS = ToolRegistry([current_time, disk_usage, count_files])
 
 def ask(
     question: str,
-    client: ChatClient,
+    llm: Client,
     *,
     react: bool = False,
     out: TextIO = sys.stdout,
@@ -93,7 +93,8 @@ def ask(
 ) -> int:
     """Stream the agent's answer to ``out`` (tool activity to ``err``); returns an exit code."""
     code = 1
-    for event in client.chat(question, tool_mode="react" if react else "auto"):
+    mode = "react" if react else "auto"
+    for event in llm.events(question, tools=TOOLS, tool_mode=mode, max_turns=6):
         if isinstance(event, TextEvent):
             out.write(event.value)
             out.flush()
@@ -114,9 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("question")
     parser.add_argument("--react", action="store_true", help="force the ReAct fallback")
     args = parser.parse_args(argv)
-    config = load_config()
-    client = ChatClient(default_registry(config), tools=TOOLS, model=config.model, max_turns=6)
-    return ask(args.question, client, react=args.react)
+    with ollm_lite.connect() as llm:
+        return ask(args.question, llm, react=args.react)
 
 
 if __name__ == "__main__":

@@ -71,8 +71,8 @@ _EXPORTS: dict[str, str] = {
     "SSEEvent": "streams",
     "iter_ndjson": "streams",
     "iter_sse": "streams",
-    "RetryPolicy": "transport",
-    "Timeouts": "transport",
+    "RetryPolicy": "http.policy",
+    "Timeouts": "http.policy",
     # providers
     "ProviderAdapter": "providers.base",
     "LocalProvider": "providers.ollama",
@@ -176,6 +176,10 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         TokenLimitExceeded as TokenLimitExceeded,
         UnsupportedOperation as UnsupportedOperation,
     )
+    from .http.policy import (
+        RetryPolicy as RetryPolicy,
+        Timeouts as Timeouts,
+    )
     from .mcp import (
         McpServer as McpServer,
         mcp_tools as mcp_tools,
@@ -219,10 +223,6 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         ToolDefinitionError as ToolDefinitionError,
         ToolRegistry as ToolRegistry,
         tool as tool,
-    )
-    from .transport import (
-        RetryPolicy as RetryPolicy,
-        Timeouts as Timeouts,
     )
     from .types import (
         ChatEvent as ChatEvent,

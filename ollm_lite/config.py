@@ -24,7 +24,8 @@ else ``~/.config/ollm/config.toml``. String values may use ``${VAR}`` and ``${VA
 
 Environment: ``OLLM_PROVIDER``, ``OLLM_MODEL``, ``OLLAMA_HOST``, ``OLLAMA_API_KEY``,
 ``VLLM_HOST``, ``VLLM_API_KEY``, ``OPENAI_COMPATIBLE_HOST``, ``OPENAI_COMPATIBLE_API_KEY``,
-``GEMINI_API_KEY`` (empty values count as unset).
+``GEMINI_API_KEY`` (else ``GOOGLE_API_KEY``); empty values count as unset. :data:`ENV_VARS` is
+the one list, and providers read their defaults through :func:`env_default`.
 
 Invariants:
 
@@ -44,22 +45,19 @@ Importing this module imports no HTTP library (the CLI's ``--help`` stays fast).
 
 from __future__ import annotations
 
-import difflib
-import ipaddress
 import logging
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from ._http_errors import _Redactor, _unsendable
 from ._mcp_config import McpServerConfig, mcp_issues, parse_mcp_table
 from .errors import ConfigError
+from .http.secrets import Redactor, unsendable
+from .http.urls import URLProblem, parse_base_url, without_userinfo
 from .providers.backends import BACKENDS as BACKEND_TABLE, OPENAI_COMPATIBLE_BACKENDS
 
 __all__ = [
@@ -73,6 +71,8 @@ __all__ = [
     "ProviderConfig",
     "canonical_provider",
     "config_path",
+    "env_default",
+    "env_names",
     "expand_vars",
     "config_secrets",
     "load_config",
@@ -104,7 +104,9 @@ PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
     "google": ("gemini", None),
 }
 
-#: Environment variable → dotted config path it sets.
+#: Environment variable → dotted config path it sets: the one list of the variables the
+#: library reads (providers ask :func:`env_default`). Where two set the same path, the first
+#: one set wins (``GEMINI_API_KEY`` over Google's own ``GOOGLE_API_KEY``).
 ENV_VARS: dict[str, str] = {
     "OLLM_PROVIDER": "provider",
     "OLLM_MODEL": "model",
@@ -115,7 +117,39 @@ ENV_VARS: dict[str, str] = {
     "OPENAI_COMPATIBLE_HOST": "providers.openai-compatible.base_url",
     "OPENAI_COMPATIBLE_API_KEY": "providers.openai-compatible.api_key",
     "GEMINI_API_KEY": "providers.gemini.api_key",
+    "GOOGLE_API_KEY": "providers.gemini.api_key",
 }
+
+
+def env_default(provider: str, key: str, env: Mapping[str, str] | None = None) -> str | None:
+    """What the environment sets ``providers.<provider>.<key>`` to, or ``None``.
+
+    The first variable of :data:`ENV_VARS` for that path that is set and not empty wins; an
+    API key has its surrounding whitespace stripped (a key read from a file keeps its
+    trailing newline). How a provider built without ``base_url=`` / ``api_key=`` finds its
+    defaults (explicit arguments beat the environment).
+
+    Args:
+        provider: Canonical provider name (``local``, ``vllm``, ``openai-compatible``,
+            ``gemini``).
+        key: ``base_url`` or ``api_key``.
+        env: Environment variables (default ``os.environ``).
+    """
+    env = os.environ if env is None else env
+    path = f"providers.{provider}.{key}"
+    for var in env_names(path):
+        value = env.get(var)
+        if value and key == "api_key":
+            value = _stripped_key(value)
+        if value:
+            return value
+    return None
+
+
+def env_names(path: str) -> list[str]:
+    """The environment variables that set the dotted config ``path``, first one winning."""
+    return [var for var, target in ENV_VARS.items() if target == path]
+
 
 _TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp")
 _SECTION_KEYS = ("base_url", "api_key", "backend", "timeout")
@@ -442,7 +476,7 @@ def _env_layer(env: Mapping[str, str]) -> _Layer:
         value = env.get(var)
         if value and path.endswith(".api_key"):
             value = _stripped_key(value)
-        if not value:
+        if not value or path in layer.origins:
             continue
         origin = f"env {var}"
         if path == "provider":
@@ -552,6 +586,8 @@ def _read_toml(file: Path, explicit: bool) -> dict[str, Any] | None:
         raise ConfigError(
             f"cannot read config file {file}: {exc.strerror or exc}", details={"file": str(file)}
         ) from exc
+    import tomllib  # here, not at the top: a provider built without a file never needs it
+
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -652,7 +688,7 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
             ConfigIssue(f"{where}.api_key", f"must be a string, got {_type_name(api_key)}")
         )
     elif api_key:
-        why = _unsendable(api_key)
+        why = unsendable(api_key)
         if why:
             issues.append(
                 ConfigIssue(f"{where}.api_key", f"holds {why}: it cannot be sent in a header")
@@ -692,90 +728,20 @@ def _check_section(name: str, section: Any) -> list[ConfigIssue]:
 
 
 def _url_problem(url: Any, *, ollama_host: bool = False) -> str | None:
-    """What is wrong with ``url`` as a base URL, or ``None``.
+    """What is wrong with ``url`` as a base URL, or ``None`` (the providers' own parser).
 
     ``ollama_host``: also accept a bare IPv6 address (``::1``, ``::``), as ``OLLAMA_HOST`` does.
     Messages never show URL user-info (``user:pass@``), with or without a scheme.
     """
     if not isinstance(url, str):
         return f"must be a string, got {_show(url)}"
-    text = url.strip()
-    if not text:
+    if not url.strip():
         return "must not be empty"
-    bad = f"malformed URL {_without_userinfo(url)!r}"
-    # Bare host, host:port and :port mean http:// (Ollama's OLLAMA_HOST rules, which the
-    # providers follow for every base URL).
-    if "://" not in text:
-        problem = _schemeless_problem(text, ollama_host=ollama_host)
-        if problem:
-            return f"{bad}: {problem}"
-        hostport = text.partition("/")[0].rpartition("@")[2]
-        if ":" in hostport and not hostport.startswith("[") and _is_ip(hostport):
-            text = text.replace(hostport, f"[{hostport}]", 1)  # bare IPv6, accepted for Ollama
-        elif text.startswith(":"):
-            text = "127.0.0.1" + text
-        text = "http://" + text
     try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
-        return f"{bad}: bad port"
-    if parts.scheme not in ("http", "https"):
-        return f"{bad}: the scheme must be http or https, not {parts.scheme!r}"
-    if not parts.hostname:
-        return f"{bad}: expected http(s)://host[:port]"
-    if port == 0:
-        return f"{bad}: bad port"
-    if any(ch.isspace() for ch in text):
-        return f"{bad}: contains white space"
+        parse_base_url(url, bare_ipv6=ollama_host)
+    except URLProblem as exc:
+        return f"malformed URL {without_userinfo(url)!r}: {exc.reason}"
     return None
-
-
-def _without_userinfo(url: str) -> str:
-    """``url`` with anything like ``user:pass@`` as ``***@``, wherever the (possibly
-    mistyped) scheme leaves it."""
-    return _ANY_USERINFO.sub("***@", url)
-
-
-_ANY_USERINFO = re.compile(r"[^/@\s]+@")
-_MANGLED_HTTP = re.compile(r"(https?)(?::(?!//)|/)", re.IGNORECASE)
-_NO_COLON = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)//")
-
-
-def _schemeless_problem(text: str, *, ollama_host: bool) -> str | None:
-    """What is wrong with a base URL written without ``scheme://``, or ``None``.
-
-    Accepted as ``OLLAMA_HOST`` accepts it: ``host``, ``host:port``, ``:port``,
-    ``[v6]:port``, each with an optional ``/path`` (a bare ``::1`` only for Ollama). Rejected:
-    a mistyped scheme (``http:/x``, ``http//x``, ``htp:/x``) and an empty port (``host:``).
-    """
-    mangled = _MANGLED_HTTP.match(text)
-    if mangled:
-        scheme = mangled.group(1)
-        return f"expected {scheme.lower()}://host[:port] ({scheme!r} must be followed by '://')"
-    hostport = text.partition("/")[0].rpartition("@")[2]
-    if ":" in hostport and not hostport.startswith("[") and _is_ip(hostport):
-        if ollama_host:
-            return None
-        return f"an IPv6 address needs brackets: http://[{hostport}]:port"
-    if hostport.endswith(":"):
-        return (
-            f"empty port after {hostport!r} (a misspelt scheme? expected "
-            "http(s)://host[:port] or host:port)"
-        )
-    slashes = _NO_COLON.match(text)
-    if slashes:
-        scheme = slashes.group(1) + "//"
-        return f"{scheme!r} lacks the ':' of a scheme: expected http(s)://host[:port]"
-    return None
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _unknown_provider(name: str) -> str:
@@ -793,6 +759,8 @@ def _unknown_key(path: str, key: str, known: tuple[str, ...]) -> ConfigIssue:
 
 
 def _suggest(word: str, choices: tuple[str, ...]) -> str:
+    import difflib  # here, not at the top: only a mistake needs it
+
     close = difflib.get_close_matches(word.lower(), choices, n=1)
     return f"; did you mean {close[0]!r}?" if close else ""
 
@@ -860,7 +828,7 @@ def mask_secrets(text: str, secrets: list[str]) -> str:
 
     Masked by the library's one redactor (the transport's), with its minimum secret length.
     """
-    return _Redactor(secrets)(_USERINFO.sub("***@", text))
+    return Redactor(secrets)(_USERINFO.sub("***@", text))
 
 
 # --------------------------------------------------------------------------- display

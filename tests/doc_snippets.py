@@ -178,8 +178,10 @@ def _execute(
     monkeypatch: pytest.MonkeyPatch,
     connect: Callable[..., ollm_lite.Client],
 ) -> dict[str, Any]:
+    # The package root first: resolving its lazy ``connect`` reads client_module.connect,
+    # which must still be the real one then (else the fake would be "restored" afterwards).
+    monkeypatch.setattr(ollm_lite, "connect", connect)
     monkeypatch.setattr(client_module, "connect", connect)
-    monkeypatch.setattr(ollm_lite, "connect", connect, raising=False)
     monkeypatch.setattr(client_module, "_default", None)
     # A module of its own as __main__, as for a script: typing.get_type_hints finds the
     # snippet's names (dataclass field annotations) through sys.modules["__main__"].

@@ -17,7 +17,7 @@ offers none), and a ``404`` to a request carrying the session id ends that sessi
 
 Each request runs its POST on a daemon thread of its own, so calls from many threads proceed
 in parallel; abandoning a request (timeout, cancel) shuts its connection down through the
-library's transport (:mod:`ollm_lite.transport`, the only place that speaks HTTP). The legacy
+library's transport (:mod:`ollm_lite.http.transport`, the only place that speaks HTTP). The legacy
 HTTP+SSE transport of 2024-11-05 is not spoken.
 """
 
@@ -37,8 +37,9 @@ from ..errors import (
     HTTPStatusError,
     OllmError,
 )
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.transport import Transport
 from ..streams import iter_sse
-from ..transport import RetryPolicy, Timeouts, Transport
 from .jsonrpc import (
     MAX_MESSAGE_BYTES,
     ErrorResponse,

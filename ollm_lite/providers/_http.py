@@ -1,7 +1,7 @@
 """What every HTTP provider shares: :class:`HTTPProvider` and the :class:`WireState` protocol.
 
 A provider is a wire (an I/O-free module turning requests into bodies and decoded stream items
-into events) plus this base, which owns the I/O: one :class:`~ollm_lite.transport.Transport`,
+into events) plus this base, which owns the I/O: one :class:`~ollm_lite.http.transport.Transport`,
 the stream skeleton (:meth:`HTTPProvider._stream`) that every ``chat_stream`` runs, the fold of
 a whole answer (:meth:`HTTPProvider._fold`), the health probe, batched embeddings, the
 validation of the constructor arguments every provider takes, and a thread-safe
@@ -25,7 +25,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
-from ..transport import RetryPolicy, StreamResponse, Timeouts, Transport
+from ..http.policy import RetryPolicy, Timeouts
+from ..http.response import StreamResponse
+from ..http.transport import Transport
 from ..types import (
     ChatResult,
     ErrorEvent,

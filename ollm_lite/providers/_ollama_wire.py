@@ -16,15 +16,16 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import random
 import string
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..errors import BadResponse, ConfigError
+from ..http.urls import URLProblem, parse_base_url, without_userinfo
 from ..types import (
     ErrorEvent,
     ErrorInfo,
@@ -93,53 +94,35 @@ def parse_ollama_host(value: str) -> str:
     """Turn an ``OLLAMA_HOST``-style value into a base URL, the way Ollama's client reads it.
 
     Accepted: ``""``, ``host``, ``host:port``, ``:port``, ``[v6]:port``, ``http(s)://host[:port]``,
-    each with an optional path. Without a scheme the port defaults to 11434; with one, to the
-    scheme's own (80/443), as in Ollama's ``envconfig.Host()``. The listen-on-everything
-    addresses ``0.0.0.0`` and ``::`` mean "this machine" for a client: ``127.0.0.1`` / ``::1``.
+    each with an optional path (read by the library's one URL parser,
+    :func:`~ollm_lite.http.urls.parse_base_url`). Without a scheme the port defaults to 11434;
+    with one, to the scheme's own (80/443), as in Ollama's ``envconfig.Host()``. The
+    listen-on-everything addresses ``0.0.0.0`` and ``::`` mean "this machine" for a client:
+    ``127.0.0.1`` / ``::1``. User-info is kept: the transport makes it basic auth.
 
     Raises:
         ConfigError: ``CONFIG_INVALID`` for another scheme or a port that is not a number.
     """
     text = value.strip().strip("\"'").strip()
-    scheme, sep, rest = text.partition("://")
-    if not sep:
-        scheme, rest, default_port = "http", text, DEFAULT_PORT
-    else:
-        scheme = scheme.lower()
-        if scheme not in ("http", "https"):
-            raise ConfigError(f"invalid Ollama host {value!r}: expected http:// or https://")
-        default_port = 80 if scheme == "http" else 443
-    hostport, slash, path = rest.partition("/")
-    userinfo, at, hostport = hostport.rpartition("@")  # kept: the transport makes it basic auth
-    path = path.rstrip("/")
-    port: int | None
-    try:  # a bare address without a port, IPv6 included ("::1", "[::]")
-        host, port = str(ipaddress.ip_address(hostport.strip("[]"))), None
-    except ValueError:
-        try:
-            parts = urlsplit(f"//{hostport}")
-            host = parts.hostname or ""
-            port = parts.port
-        except ValueError as exc:
-            raise ConfigError(f"invalid Ollama host {value!r}: bad port") from exc
-        if hostport.endswith(":") and port is None:  # "host:" has an empty port
-            raise ConfigError(f"invalid Ollama host {value!r}: bad port") from None
-    if any(ch.isspace() for ch in host):
-        raise ConfigError(f"invalid Ollama host {value!r}: spaces in the host name")
-    if host in ("", "0.0.0.0"):
-        host = "127.0.0.1"
-    elif host == "::":
-        host = "::1"
+    if not text:
+        return f"http://127.0.0.1:{DEFAULT_PORT}"
     try:
-        if ipaddress.ip_address(host).version == 6:
-            host = f"[{host}]"
-    except ValueError:
-        pass
+        url = parse_base_url(text, bare_ipv6=True)
+    except URLProblem as exc:
+        shown = without_userinfo(value)
+        raise ConfigError(f"invalid Ollama host {shown!r}: {exc.reason}") from None
+    host = url.host
+    with contextlib.suppress(ValueError):
+        host = str(ipaddress.ip_address(host))
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    if ":" in host:
+        host = f"[{host}]"
+    port = url.port
     if port is None:
-        port = default_port
-    shown_port = "" if (scheme, port) in (("http", 80), ("https", 443)) else f":{port}"
-    credentials = f"{userinfo}@" if at else ""
-    return f"{scheme}://{credentials}{host}{shown_port}" + (f"/{path}" if slash and path else "")
+        port = {"http": 80, "https": 443}[url.scheme] if url.explicit_scheme else DEFAULT_PORT
+    shown_port = "" if (url.scheme, port) in (("http", 80), ("https", 443)) else f":{port}"
+    credentials = "" if url.userinfo is None else f"{url.userinfo}@"
+    return f"{url.scheme}://{credentials}{host}{shown_port}{url.path.rstrip('/')}"
 
 
 # --------------------------------------------------------------------------- messages

@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import json
 import math
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
@@ -44,7 +43,6 @@ __all__ = [
     "approx_token_count",
     "call_with_cancel",
     "collect_result",
-    "env_api_key",
     "request_chars",
 ]
 
@@ -366,17 +364,6 @@ MAX_TOOL_CALLS = 1024
 #: Longest tool-call ``arguments`` text, on every wire: the line limit of the stream decoders
 #: (one NDJSON line or SSE event carries a whole Ollama or Gemini call).
 MAX_TOOL_ARGUMENTS = DEFAULT_MAX_LINE
-
-
-def env_api_key(*names: str) -> str | None:
-    """The first API key set among the environment variables ``names``, surrounding
-    whitespace stripped (a key read from a file keeps its trailing newline); ``None`` when
-    none is set."""
-    for name in names:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
 
 
 def system_first(

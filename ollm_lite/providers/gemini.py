@@ -26,9 +26,11 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from .._http_errors import error_for_status
+from ..config import env_default
 from ..errors import AuthenticationError, BadResponse, HTTPStatusError, OllmError
-from ..transport import Timeouts, normalize_base_url
+from ..http.errors import error_for_status
+from ..http.policy import Timeouts
+from ..http.urls import normalize_base_url
 from ..types import (
     ChatResult,
     ErrorInfo,
@@ -46,7 +48,6 @@ from ._gemini_wire import (
     request_body,
 )
 from ._http import HTTPProvider
-from .base import env_api_key
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
 
@@ -73,7 +74,7 @@ class GeminiProvider(HTTPProvider):
         api_key: Default: ``$GEMINI_API_KEY``, else ``$GOOGLE_API_KEY``. Without one, calls
             fail with ``LLM_AUTH_FAILED`` (``health()`` says so, never raises).
         base_url: Default: Google's endpoint (a loopback URL for tests and proxies).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2; 429 honours the
             server's ``retryDelay`` up to 60 s).
 
@@ -103,7 +104,7 @@ class GeminiProvider(HTTPProvider):
         timeout: float | Timeouts | None = None,
         retries: int | None = None,
     ) -> None:
-        key = api_key or env_api_key("GEMINI_API_KEY", "GOOGLE_API_KEY")
+        key = api_key or env_default(self.name, "api_key")
         url = normalize_base_url(base_url or DEFAULT_BASE_URL, strip_suffix=(_API, "/v1"))
         self._has_key = bool(key)
         self._connect(

@@ -1,6 +1,6 @@
 """Ollama over its native API (``/api/chat``, ``/api/tags``, ``/api/embed`` …): ``LocalProvider``.
 
-Streams are NDJSON; every request goes through one :class:`~ollm_lite.transport.Transport`
+Streams are NDJSON; every request goes through one :class:`~ollm_lite.http.transport.Transport`
 (timeouts, retries before the first byte, cancellation, status → exception). The pure
 request/response mapping lives in :mod:`ollm_lite.providers._ollama_wire`;
 :func:`message_to_ollama` / :func:`message_from_ollama` are re-exported here to convert
@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
+from ..config import env_default
 from ..errors import BadResponse, ConfigError, ModelNotFound, OllmError
+from ..http.policy import Timeouts
+from ..http.transport import Transport
+from ..http.urls import normalize_base_url
 from ..streams import NDJSONDecoder
-from ..transport import Timeouts, Transport, normalize_base_url
 from ..types import (
     ChatResult,
     ModelInfo,
@@ -50,7 +52,7 @@ from ._ollama_wire import (
     pull_error,
     pull_progress_from,
 )
-from .base import approx_token_count, env_api_key
+from .base import approx_token_count
 
 __all__ = ["DEFAULT_BASE_URL", "LocalProvider", "message_from_ollama", "message_to_ollama"]
 
@@ -76,7 +78,7 @@ class LocalProvider(HTTPProvider):
             ``http://localhost:11434``.
         api_key: Key for ollama.com's hosted API, sent as ``Authorization: Bearer``.
             Default: ``$OLLAMA_API_KEY``, else none (a local server needs none).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/api/embed`` request (default 100).
         num_ctx: Context window to request for every chat (``options.num_ctx``); also what
@@ -109,13 +111,13 @@ class LocalProvider(HTTPProvider):
         embed_batch_size: int = 100,
         num_ctx: int | None = None,
     ) -> None:
-        raw_url = base_url or os.environ.get("OLLAMA_HOST") or DEFAULT_BASE_URL
+        raw_url = base_url or env_default(self.name, "base_url") or DEFAULT_BASE_URL
         url = normalize_base_url(parse_ollama_host(raw_url), strip_suffix="/v1")
         if url.endswith("/api"):
             url = url[: -len("/api")]
         check_positive_int("embed_batch_size", embed_batch_size)
         check_positive_int("num_ctx", num_ctx, optional=True)
-        key = api_key if api_key is not None else env_api_key("OLLAMA_API_KEY")
+        key = api_key if api_key is not None else env_default(self.name, "api_key")
         self.embed_batch_size = embed_batch_size
         self.num_ctx = num_ctx
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from ..config import env_default, env_names
 from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError
+from ..http.policy import Timeouts
+from ..http.urls import normalize_base_url
 from ..streams import SSEDecoder
-from ..transport import Timeouts, normalize_base_url
 from ..types import (
     ChatResult,
     ErrorInfo,
@@ -48,7 +49,6 @@ from ._openai_wire import (
     result_from_answer,
 )
 from .backends import OPENAI_COMPATIBLE_BACKENDS, Backend, backend_named
-from .base import env_api_key
 
 __all__ = ["OpenAICompatibleProvider", "request_text"]
 
@@ -67,7 +67,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         api_key: Key sent in the backend's auth headers (``Authorization: Bearer``; LM Studio
             also gets ``X-API-Key``). Default: ``$OPENAI_COMPATIBLE_API_KEY``, else none.
         backend: One of ``lmstudio``, ``localai``, ``kobold``, ``llamacpp``, ``generic``.
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/v1/embeddings`` request (default 64).
 
@@ -78,8 +78,6 @@ class OpenAICompatibleProvider(HTTPProvider):
 
     name: ClassVar[str] = "openai-compatible"
     streaming_format: ClassVar[str] = "sse"
-    _host_env: ClassVar[str] = "OPENAI_COMPATIBLE_HOST"
-    _key_env: ClassVar[str] = "OPENAI_COMPATIBLE_API_KEY"
     _backends: ClassVar[tuple[str, ...]] = OPENAI_COMPATIBLE_BACKENDS
 
     def __init__(
@@ -112,8 +110,9 @@ class OpenAICompatibleProvider(HTTPProvider):
         embed_batch_size: int,
     ) -> None:
         check_positive_int("embed_batch_size", embed_batch_size)
-        raw_url = base_url or os.environ.get(self._host_env) or backend.default_base_url
-        key = api_key if api_key is not None else env_api_key(self._key_env)
+        raw_url = base_url or env_default(self.name, "base_url") or backend.default_base_url
+        (host_var,) = env_names(f"providers.{self.name}.base_url")
+        key = api_key if api_key is not None else env_default(self.name, "api_key")
         self.backend: Backend = backend
         self.embed_batch_size = embed_batch_size
         self.capabilities = ProviderCapabilities(
@@ -134,7 +133,7 @@ class OpenAICompatibleProvider(HTTPProvider):
             retries=retries,
             start_hint=(
                 f"Make sure the {backend.title.removesuffix(' server')} server is running and "
-                f"reachable at this address (or set base_url / ${self._host_env})."
+                f"reachable at this address (or set base_url / ${host_var})."
             ),
             model_hint="Check the model name against `ollm-lite models list`.",
         )

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 from ..errors import OllmError
-from ..transport import Timeouts
+from ..http.policy import Timeouts
 from ..types import GenerationOptions, ProviderRequest
 from ._openai_wire import chat_body, merge_body
 from .backends import BACKENDS
@@ -105,7 +105,7 @@ class VllmProvider(OpenAICompatibleProvider):
             ``http://localhost:8000``.
         api_key: The server's ``--api-key``, sent as ``Authorization: Bearer``. Default:
             ``$VLLM_API_KEY``, else none.
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.transport.Timeouts`.
+        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
         retries: Retries of failures before the first byte (default 2).
         options: vLLM extras sent with every request (per-request ``extra_body`` wins).
         embed_batch_size: Texts per ``/v1/embeddings`` request (default 64).
@@ -115,8 +115,6 @@ class VllmProvider(OpenAICompatibleProvider):
     """
 
     name: ClassVar[str] = "vllm"
-    _host_env: ClassVar[str] = "VLLM_HOST"
-    _key_env: ClassVar[str] = "VLLM_API_KEY"
 
     def __init__(
         self,

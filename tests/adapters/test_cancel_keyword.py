@@ -18,6 +18,7 @@ import pytest
 from transport_support import serve, silent, wait_for_threads
 
 from ollm_lite.errors import Cancelled
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.providers import (
     GeminiProvider,
     LocalProvider,
@@ -26,7 +27,6 @@ from ollm_lite.providers import (
 )
 from ollm_lite.providers.base import call_with_cancel
 from ollm_lite.tokens import TokenCounter
-from ollm_lite.transport import Timeouts
 from ollm_lite.types import Message, ProviderCapabilities, ProviderRequest
 
 SLOW = Timeouts(connect=5.0, idle=120.0)

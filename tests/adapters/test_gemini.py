@@ -170,6 +170,22 @@ def test_cancel_on_a_silent_stream() -> None:
         provider.close()
 
 
+@responses.activate
+def test_the_key_comes_from_the_environment_unless_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    """$GEMINI_API_KEY, else $GOOGLE_API_KEY; an explicit api_key= beats both."""
+    answer = {"models": []}
+    call = responses.get(f"{URL}/v1beta/models", json=answer)
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", "google-key-1")
+    GeminiProvider(base_url=URL, retries=0).list_models()
+    monkeypatch.setenv("GEMINI_API_KEY", "gemini-key-2")
+    GeminiProvider(base_url=URL, retries=0).list_models()
+    GeminiProvider(base_url=URL, retries=0, api_key="explicit-3").list_models()
+    sent = [c.request.headers["x-goog-api-key"] for c in responses.calls]
+    assert sent == ["google-key-1", "gemini-key-2", "explicit-3"]
+    assert call.call_count == 3
+
+
 def test_no_key_is_auth_failed_and_health_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)

@@ -101,13 +101,21 @@ def test_ollama_host_forms(value: str, url: str) -> None:
     assert wire.parse_ollama_host(value) == url
 
 
-@pytest.mark.parametrize("value", ["ftp://box", "box:abc", "box:99999", "box:", "a b:1"])
+@pytest.mark.parametrize(
+    "value", ["ftp://box", "box:abc", "box:99999", "box:", "a b:1", "http//box", "box:0"]
+)
 def test_bad_ollama_host_is_config_error(value: str) -> None:
     """A host Ollama could not use either fails with CONFIG_INVALID, naming the value."""
     with pytest.raises(ConfigError) as info:
         wire.parse_ollama_host(value)
     assert info.value.code == "CONFIG_INVALID"
     assert value.strip() in info.value.message
+
+
+def test_bad_ollama_host_message_hides_the_password() -> None:
+    with pytest.raises(ConfigError) as info:
+        wire.parse_ollama_host("bob:secret-pw-1@box:abc")
+    assert "secret-pw-1" not in info.value.message and "***@box:abc" in info.value.message
 
 
 def test_base_url_resolution(monkeypatch: pytest.MonkeyPatch) -> None:

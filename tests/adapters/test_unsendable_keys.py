@@ -23,12 +23,12 @@ from responses import matchers
 
 from ollm_lite.config import load_config, validate_config
 from ollm_lite.errors import ConfigError
+from ollm_lite.http.transport import Transport
 from ollm_lite.providers.base import BaseProvider
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
 from ollm_lite.providers.vllm import VllmProvider
-from ollm_lite.transport import Transport
 
 URL = "http://keys.test:9"
 SECRET = "sk-very-secret-0123456789"

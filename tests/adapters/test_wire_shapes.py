@@ -14,11 +14,11 @@ import responses
 
 from ollm_lite.config import config_secrets, load_config, mask_secrets
 from ollm_lite.errors import BadResponse, OllmError, RateLimited
+from ollm_lite.http.transport import Transport
 from ollm_lite.providers.base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, BaseProvider
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
-from ollm_lite.transport import Transport
 from ollm_lite.types import (
     ErrorEvent,
     FinishEvent,

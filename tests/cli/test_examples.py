@@ -1,4 +1,8 @@
-"""The scripts in ``examples/`` import and work, offline, over ``ScriptedProvider``."""
+"""The scripts in ``examples/`` import and work, offline, over ``ScriptedProvider``.
+
+They use the script API (``ollm_lite.connect()``); here ``connect`` gives a client over a
+``ScriptedProvider`` instead of the configured server.
+"""
 
 from __future__ import annotations
 
@@ -15,19 +19,18 @@ from typing import Any
 import pytest
 from cli_support import ROOT
 
+import ollm_lite
+import ollm_lite.client
 from ollm_lite import (
-    Config,
     ErrorEvent,
     ErrorInfo,
     FinishEvent,
-    ProviderRegistry,
     ScriptedProvider,
     ScriptedTurn,
     TextEvent,
     ToolCall,
     ToolCallEvent,
 )
-from ollm_lite.chat import ChatClient
 from ollm_lite.errors import OllmError
 from ollm_lite.tokens import TokenCounter
 
@@ -47,12 +50,13 @@ def load(name: str) -> ModuleType:
 def offline(
     module: ModuleType, monkeypatch: pytest.MonkeyPatch, provider: ScriptedProvider
 ) -> None:
-    """Make the example's load_config/default_registry give the scripted provider."""
-    registry = ProviderRegistry()
-    registry.register(provider)
-    registry.set_default(provider.name)
-    monkeypatch.setattr(module, "load_config", lambda: Config(model="m"))
-    monkeypatch.setattr(module, "default_registry", lambda config: registry)
+    """Make the example's ``ollm_lite.connect()`` a client over the scripted provider."""
+    real = ollm_lite.client.connect
+
+    def connect(*args: Any, **kwargs: Any) -> ollm_lite.Client:
+        return real(provider, model="m")
+
+    monkeypatch.setattr(ollm_lite, "connect", connect)  # the examples call ollm_lite.connect
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -101,7 +105,7 @@ def test_cron_summarise_failure_is_one_line(
     err = capsys.readouterr().err
     assert err == "cron_summarise: error [LLM_HTTP_ERROR]: server exploded\n"
     with pytest.raises(OllmError):
-        cron.summarise("x", ChatClient(ScriptedProvider([]), model="m"))
+        cron.summarise("x", ollm_lite.connect(ScriptedProvider([]), model="m"))
 
 
 def test_cron_summarise_fits_the_log_to_the_window(
@@ -163,9 +167,9 @@ def test_tool_agent_runs_the_tool_and_streams_the_answer(tmp_path: Path) -> None
     agent = load("tool_agent")
     call = ToolCall.from_arguments("c1", "disk_usage", {"path": str(tmp_path)})
     provider = ScriptedProvider([[ToolCallEvent(call), FinishEvent("tool")], "Your disk is fine."])
-    client = ChatClient(provider, tools=agent.TOOLS, model="m")
+    llm = ollm_lite.connect(provider, model="m")
     out, err = io.StringIO(), io.StringIO()
-    assert agent.ask("How full is my disk?", client, out=out, err=err) == 0
+    assert agent.ask("How full is my disk?", llm, out=out, err=err) == 0
     assert out.getvalue() == "Your disk is fine.\n"
     assert "[tool] disk_usage(" in err.getvalue()
     tool_message = provider.requests[1].messages[-1]
@@ -186,9 +190,9 @@ def test_tool_agent_react_mode(tmp_path: Path) -> None:
         f'Action Input: {{"path": "{tmp_path}", "pattern": "*.log"}}'
     )
     provider = ScriptedProvider([react_call, "Final Answer: There is 1 log file."])
-    client = ChatClient(provider, tools=agent.TOOLS, model="m")
+    llm = ollm_lite.connect(provider, model="m")
     out, err = io.StringIO(), io.StringIO()
-    assert agent.ask("How many logs?", client, react=True, out=out, err=err) == 0
+    assert agent.ask("How many logs?", llm, react=True, out=out, err=err) == 0
     assert out.getvalue() == "There is 1 log file.\n"
     assert '[tool] -> {"ok": true, "data": 1}' in err.getvalue()
     assert provider.requests[0].tools is None  # ReAct: tools described in the prompt instead
@@ -200,17 +204,17 @@ def test_tool_agent_react_mode(tmp_path: Path) -> None:
 def test_cancellable_chat_deadline_keeps_partial_and_continues() -> None:
     chat = load("cancellable_chat")
     provider = ScriptedProvider([ScriptedTurn([TextEvent("A long")], hang=True), "Second answer."])
-    conversation = ChatClient(provider, model="m").conversation()
+    session = ollm_lite.connect(provider, model="m").session()
     out = io.StringIO()
     started = time.monotonic()
-    reason = chat.answer(conversation, "Tell me everything", threading.Event(), 0.2, out=out)
+    reason = chat.answer(session, "Tell me everything", threading.Event(), 0.2, out=out)
     assert reason == "cancelled"
     assert time.monotonic() - started < 2.0
     assert out.getvalue() == "A long [stopped]\n"
-    assert chat.answer(conversation, "Shorter, please", threading.Event(), out=out) == "complete"
+    assert chat.answer(session, "Shorter, please", threading.Event(), out=out) == "complete"
     assert out.getvalue().endswith("Second answer.\n")
-    assert [m.role for m in conversation.history] == ["user", "assistant", "user", "assistant"]
-    assert conversation.history[1].text == "A long"
+    assert [m.role for m in session.messages] == ["user", "assistant", "user", "assistant"]
+    assert session.messages[1].text == "A long"
 
 
 def test_cancellable_chat_main_quits_on_eof(

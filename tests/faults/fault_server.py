@@ -38,7 +38,7 @@ from transport_support import (
     wait_for_threads,
 )
 
-from ollm_lite.transport import Timeouts
+from ollm_lite.http.policy import Timeouts
 
 OLLAMA_CHAT = "/api/chat"
 OPENAI_CHAT = "/v1/chat/completions"

@@ -26,10 +26,10 @@ from typing import Any
 from transport_support import ChildServer, open_fds, wait_for_threads
 
 from ollm_lite.chat import ChatClient
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
-from ollm_lite.transport import Timeouts
 
 WORDS = 20
 EXPECTED = "".join(f" w{i}" for i in range(WORDS))
@@ -170,7 +170,9 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
             _cancel(hang_client, report)
             report.cancels += 1
         report.seconds = time.monotonic() - started
-        report.threads_after, report.fds_after = _settle(threads0)
+        # Against the settled count: threads0 may include threads of earlier tests that
+        # ended meanwhile (a transport's watcher waits half a second for a next request).
+        report.threads_after, report.fds_after = _settle(report.threads_before)
         report.rss_after = rss_bytes()
         report.objects_after = len(gc.get_objects())
     finally:

@@ -35,7 +35,7 @@ from faults.fault_server import (
 from transport_support import Request, serve, silent
 
 from ollm_lite.errors import Cancelled
-from ollm_lite.transport import Timeouts
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
 LIMIT = 2.0

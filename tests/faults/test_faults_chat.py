@@ -33,8 +33,8 @@ from faults.fault_server import (
 from transport_support import LoopbackServer, Script, serve
 
 from ollm_lite.chat import ChatClient
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.tools import ToolRegistry, tool
-from ollm_lite.transport import Timeouts
 
 Call = tuple[str, str, Any]
 """(id, name, arguments): a dict, or a str sent raw (SSE) / as a JSON string (NDJSON)."""

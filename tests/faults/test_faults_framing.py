@@ -28,7 +28,7 @@ from faults.fault_server import (
 from transport_support import serve
 
 from ollm_lite.errors import BadResponse
-from ollm_lite.transport import Timeouts
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
 WORDS = ["Grüße", " aus", " 東京", " 🎉", " line\u2028sep", " para\u2029sep", " end"]
@@ -316,7 +316,7 @@ def test_endless_keepalives_end_at_the_idle_limit_not_never(
     wire: Wire, no_leaks: Callable[..., None]
 ) -> None:
     """A server that only ever sends keep-alives is not a hang: the idle limit ends it."""
-    from ollm_lite.transport import Timeouts
+    from ollm_lite.http.policy import Timeouts
 
     ping = b": keep-alive\n\n" if wire.name == "sse" else b"\n"
     script = repeat_forever(ping, every=0.01, content_type=wire.content_type)

@@ -41,9 +41,9 @@ from ollm_lite.errors import (
     RateLimited,
     RequestTimeout,
 )
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.tools import ToolRegistry, tool
-from ollm_lite.transport import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
 PATH = "/v1beta/models/m:streamGenerateContent"

@@ -35,7 +35,7 @@ from faults.fault_server import (
 from transport_support import Script, serve, silent
 
 from ollm_lite.errors import OllmError
-from ollm_lite.transport import Timeouts
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
 ENV = {"ndjson": "OLLAMA_API_KEY", "sse": "OPENAI_COMPATIBLE_API_KEY"}

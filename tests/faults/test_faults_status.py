@@ -1,7 +1,7 @@
 """Group 2: HTTP statuses, retries and error bodies, for NDJSON and SSE.
 
 Statuses go through the providers' public ``chat_stream`` (ErrorEvent code) and ``chat``
-(exception class). Retry timing cases use :class:`~ollm_lite.transport.Transport` directly with
+(exception class). Retry timing cases use :class:`~ollm_lite.http.transport.Transport` directly with
 a tiny backoff so they stay fast; ``Retry-After: 0`` does the same through the providers.
 """
 
@@ -38,7 +38,8 @@ from ollm_lite.errors import (
     RateLimited,
     RequestTimeout,
 )
-from ollm_lite.transport import RetryPolicy, Timeouts, Transport
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
 from ollm_lite.types import Message, ProviderRequest
 
 

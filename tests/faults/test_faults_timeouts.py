@@ -25,7 +25,7 @@ from faults.fault_server import (
 from transport_support import serve, silent
 
 from ollm_lite.errors import ConnectionFailed, RequestTimeout
-from ollm_lite.transport import Timeouts
+from ollm_lite.http.policy import Timeouts
 from ollm_lite.types import Message, ProviderRequest
 
 

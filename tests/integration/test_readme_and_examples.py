@@ -5,11 +5,14 @@ The newcomer's path: ``scripts/llamacpp.py start`` writes the ollm configuration
 the server, and nothing else is set. Each snippet and example runs here in a fresh interpreter
 with only that configuration file (``$OLLM_CONFIG``, written by the script's own
 :func:`llamacpp.write_config`) and no provider variables: what it prints comes from the real
-server. A snippet may not swallow an error: every one must exit 0 here, and one that reports an
-``ErrorEvent`` exits non-zero.
+server. A snippet may not swallow an error: every one must exit 0 here, and with nothing
+listening each one exits non-zero naming ``CONNECTION_FAILED``.
 
-Two snippets belong to setup guides of other servers (Ollama's model management, a vLLM server on
-a GPU); they cannot run against llama.cpp and are compiled only, each named below with why.
+The README's five scripts are also checked for what they return (a tool call that ran, a
+validated typed answer, a two-turn history), in-process over the same configuration. The tool
+and typed scripts pass with a tiny model because llama.cpp constrains a forced tool call and a
+JSON Schema answer with a grammar. The snippets are read by tests/doc_snippets.py, which
+tests/docs also uses to run every snippet of README.md and docs/ offline.
 """
 
 from __future__ import annotations
@@ -20,26 +23,26 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import llamacpp  # scripts/, put on sys.path by conftest.py
 import pytest
+from doc_snippets import ROOT, Snippet, run, snippets
+
+import ollm_lite
+import ollm_lite.client as client_module
+from ollm_lite import Reply
+from ollm_lite.client import Client
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = ROOT
 README = REPO / "README.md"
-SNIPPETS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-#: Snippets for other servers, by a line they contain: compiled, not run.
-OTHER_SERVERS = {
-    'provider.pull_model("llama3.2"': "Ollama's model management needs an Ollama server",
-    'VllmProvider(base_url="http://gpu-box:8000")': "needs a vLLM server with Qwen3-8B",
-}
+SNIPPETS = snippets([README])
+FIVE = {s.directive["script"]: s for s in SNIPPETS if "script" in s.directive}
 EXAMPLES = sorted((REPO / "examples").glob("*.py"))
-
-
-def _snippet_id(code: str) -> str:
-    first = next(line for line in code.splitlines() if line.strip() and "import" not in line)
-    return re.sub(r"\W+", "_", first)[:40]
+#: In-process checks bound each answer, so a tiny model on a busy machine cannot ramble.
+BOUNDS = {"max_tokens": 96, "timeout": 600.0}
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +60,6 @@ def newcomer_env(
     }
     env["OLLM_CONFIG"] = str(config)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    # The Gemini guide builds a provider from the key in the environment (no request is made).
-    env["GEMINI_API_KEY"] = "placeholder-key-for-the-readme"
     yield env
 
 
@@ -78,39 +79,34 @@ def _run(
 
 
 def test_readme_has_the_snippets_this_test_expects() -> None:
-    assert len(SNIPPETS) >= 10
-    for marker in OTHER_SERVERS:
-        assert sum(marker in code for code in SNIPPETS) == 1, marker
+    assert sorted(FIVE) == ["one-shot", "streamed", "tool-using", "two-turn", "typed"]
+    assert all(s.live for s in SNIPPETS), [s.id for s in SNIPPETS if not s.live]
 
 
-@pytest.mark.parametrize("code", SNIPPETS, ids=[_snippet_id(c) for c in SNIPPETS])
+@pytest.mark.parametrize(
+    "snippet", SNIPPETS, ids=[s.directive.get("script", s.id) for s in SNIPPETS]
+)
 def test_readme_snippet_runs_against_the_quick_start_server(
-    code: str, newcomer_env: dict[str, str], tmp_path: Path
+    snippet: Snippet, newcomer_env: dict[str, str], tmp_path: Path
 ) -> None:
-    other = [why for marker, why in OTHER_SERVERS.items() if marker in code]
-    compile(code, "README.md", "exec")
-    if other:
-        pytest.skip(f"compiled only: {other[0]}")
-    done = _run([sys.executable, "-c", code], newcomer_env, tmp_path)
+    for name, text in snippet.directive.get("files", {}).items():
+        (tmp_path / name).write_text(text)
+    done = _run([sys.executable, "-c", snippet.code], newcomer_env, tmp_path)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
+    assert done.stdout.strip(), done.stderr  # the model's answer, printed
 
 
-def test_ten_line_script_streams_a_real_answer(
-    newcomer_env: dict[str, str], tmp_path: Path
-) -> None:
-    (code,) = [c for c in SNIPPETS if "Why is the sky blue?" in c and "chat_stream" in c][:1]
-    done = _run([sys.executable, "-c", code], newcomer_env, tmp_path)
+def test_one_shot_script_prints_a_real_answer(newcomer_env: dict[str, str], tmp_path: Path) -> None:
+    done = _run([sys.executable, "-c", FIVE["one-shot"].code], newcomer_env, tmp_path)
     assert done.returncode == 0, done.stderr
-    answer, _, finish = done.stdout.rstrip("\n").rpartition("\n")
-    assert len(answer.split()) >= 3, done.stdout  # words from the model, not an echo of nothing
-    assert finish in ("[stop]", "[length]"), done.stdout
+    assert len(done.stdout.split()) >= 3, done.stdout  # words from the model
 
 
 def test_snippets_report_errors_instead_of_swallowing_them(
     newcomer_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """With nothing listening, every snippet that chats exits non-zero and names the code."""
+    """With nothing listening, every snippet exits non-zero and names the failure."""
     dead = dict(newcomer_env)
     config = tmp_path / "dead.toml"
     config.write_text(
@@ -119,17 +115,93 @@ def test_snippets_report_errors_instead_of_swallowing_them(
         .replace(f":{_port(newcomer_env)}", f":{llamacpp.free_port()}")
     )
     dead["OLLM_CONFIG"] = str(config)
-    chatting = [c for c in SNIPPETS if ".chat(" in c or "chat_stream(" in c]
-    chatting = [c for c in chatting if not any(m in c for m in OTHER_SERVERS)]
-    chatting = [c for c in chatting if "ScriptedProvider" not in c]
-    # The cancel= snippet's timer may stop the connection retries first: a chat cancelled by
-    # its caller ends "cancelled", with no error to report.
-    chatting = [c for c in chatting if "cancel=" not in c]
-    assert len(chatting) >= 2
-    for code in chatting:
-        done = _run([sys.executable, "-c", code], dead, tmp_path)
-        assert done.returncode != 0, code
-        assert "CONNECTION_FAILED" in done.stderr, (code, done.stderr)
+    for snippet in SNIPPETS:
+        done = _run([sys.executable, "-c", snippet.code], dead, tmp_path)
+        assert done.returncode != 0, snippet.id
+        # A raised ConnectionFailed, or the snippet's own "[CONNECTION_FAILED] ..." line.
+        named = "ConnectionFailed" in done.stderr or "CONNECTION_FAILED" in done.stderr
+        assert named, (snippet.id, done.stderr)
+
+
+# --------------------------------------------------------------------------- the five, in-process
+
+
+@pytest.fixture
+def configured(newcomer_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process reads the configuration ``start`` wrote, as the scripts do."""
+    monkeypatch.setenv("OLLM_CONFIG", newcomer_env["OLLM_CONFIG"])
+
+
+def _bounded(made: list[Client]) -> Any:
+    real = client_module.connect
+
+    def connect(*args: Any, **kwargs: Any) -> Client:
+        client = real(*args, **{**BOUNDS, **kwargs})
+        made.append(client)
+        return client
+
+    return connect
+
+
+def _run_five(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[dict[str, Any], str, list[Client]]:
+    made: list[Client] = []
+    namespace = run(FIVE[name], tmp_path, monkeypatch, _bounded(made))
+    printed = capsys.readouterr().out
+    assert printed.strip(), f"the {name} script printed nothing"
+    assert made and made[0].model == llamacpp.MODEL_ALIAS
+    return namespace, printed, made
+
+
+def test_tool_script_calls_the_tool(
+    configured: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    namespace, _, made = _run_five("tool-using", tmp_path, monkeypatch, capsys)
+    reply = made[0].run("What is 2.5 + 4?", tools=[namespace["add"]], tool_choice="add")
+    assert isinstance(reply, Reply)
+    assert reply.tool_calls and reply.tool_calls[0].name == "add"
+    first = reply.tool_results[0]
+    assert first.ok, first.error  # the forced call had valid arguments and ran
+    assert isinstance(first.data, int | float)
+    assert reply.finish in ("complete", "max_turns", "loop_detected")
+
+
+def test_typed_script_returns_the_dataclass(
+    configured: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    namespace, printed, made = _run_five("typed", tmp_path, monkeypatch, capsys)
+    assert printed.startswith("City(name=")  # a City instance was printed, not text
+    value = made[0].ask("Name a city in Italy.", schema=namespace["City"])
+    assert isinstance(value, namespace["City"])
+    assert isinstance(value.name, str) and isinstance(value.country, str)
+
+
+def test_two_turn_script_keeps_the_history(
+    configured: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    namespace, _, _ = _run_five("two-turn", tmp_path, monkeypatch, capsys)
+    roles = [m.role for m in namespace["chat"].messages]
+    assert roles == ["user", "assistant", "user", "assistant"]
+
+
+def test_the_module_level_shortcuts_use_the_configuration(
+    configured: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "_default", None)
+    pieces = list(ollm_lite.stream("Say hello.", max_tokens=16))
+    assert "".join(pieces).strip()
+    assert ollm_lite.ask("Say hello.", max_tokens=16).strip()
+    client_module.default_client().close()
 
 
 def _port(env: dict[str, str]) -> int:

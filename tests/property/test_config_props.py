@@ -17,6 +17,8 @@ from ollm_lite.config import (
     load_config,
     validate_config,
 )
+from ollm_lite.errors import ConfigError
+from ollm_lite.http.urls import normalize_base_url
 from ollm_lite.providers._ollama_wire import parse_ollama_host
 
 LAYERS = ("default", "file", "env", "flag")
@@ -293,3 +295,33 @@ def test_a_mangled_scheme_separator_is_always_reported(
         assert issues[0].message.startswith("malformed URL ")
         if user:
             assert user not in issues[0].message
+
+
+url_texts = st.one_of(
+    st.text(alphabet="htps:/@[]0123456789.abc-_ ?#%", max_size=30),
+    st.builds(
+        "".join,
+        st.tuples(
+            st.sampled_from(["", "http://", "https://", "http:/", "http//", "ftp://", ":"]),
+            userinfo,
+            hosts,
+            st.sampled_from(["", ":", ":0", ":80", ":99999", ":x"]),
+            url_paths,
+        ),
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(url_texts)
+def test_providers_and_validation_read_base_urls_alike(url: str) -> None:
+    """One parser: a base URL a provider refuses (CONFIG_INVALID) is exactly one that
+    validate_config reports, for the same reason."""
+    issues = validate_config(Config(providers={"vllm": ProviderConfig(base_url=url)}))
+    try:
+        normalize_base_url(url)
+    except ConfigError as exc:
+        assert [i.path for i in issues] == ["providers.vllm.base_url"], (url, exc.message)
+        assert issues[0].message.endswith(exc.message.partition(": ")[2])
+    else:
+        assert issues == [], url

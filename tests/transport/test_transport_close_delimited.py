@@ -23,7 +23,8 @@ import pytest
 from transport_support import open_fds, read_request, wait_for_threads
 
 from ollm_lite.errors import Cancelled, RequestTimeout
-from ollm_lite.transport import RetryPolicy, Timeouts, Transport
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
 
 LIMIT = 0.5
 """Seconds from ``cancel.set()`` (or the deadline) to the end of the call."""

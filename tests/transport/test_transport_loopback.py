@@ -28,9 +28,10 @@ from ollm_lite.errors import (
     RateLimited,
     RequestTimeout,
 )
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
 from ollm_lite.providers import LocalProvider, OpenAICompatibleProvider, VllmProvider
 from ollm_lite.streams import SSEDecoder
-from ollm_lite.transport import RetryPolicy, Timeouts, Transport
 
 EVENTS = [b'data: {"i": %d}\n\n' % i for i in range(5)]
 
@@ -434,6 +435,18 @@ def test_credentials_in_the_base_url_become_basic_auth_and_stay_out_of_text(make
     with pytest.raises(ConnectionFailed) as refused:
         make(url).list_models()
     assert password not in f"{refused.value} {refused.value.details!r}"
+
+
+def test_credentials_outside_latin_1_are_sent_as_utf_8() -> None:
+    """``http://böb:пароль@host`` (percent-encoded in the URL) authenticates with the UTF-8
+    bytes, as curl sends them."""
+    with serve({"/v1/models": lambda c, r: respond(c, 200, b'{"data": []}')}) as server:
+        url = server.url.replace("http://", "http://b%C3%B6b:%D0%BF%D0%B0%D1%80%D0%BE%D0%BB%D1%8C@")
+        provider = VllmProvider(base_url=url)
+        assert provider.list_models() == []
+        token = base64.b64encode("böb:пароль".encode()).decode()
+        assert server.requests[0].headers["authorization"] == f"Basic {token}"
+        provider.close()
 
 
 def test_an_api_key_wins_over_credentials_in_the_url() -> None:

@@ -21,14 +21,10 @@ from ollm_lite.errors import (
     RequestTimeout,
     error_from_code,
 )
-from ollm_lite.transport import (
-    RetryPolicy,
-    Timeouts,
-    Transport,
-    error_for_status,
-    normalize_base_url,
-    parse_retry_after,
-)
+from ollm_lite.http.errors import error_for_status, parse_retry_after
+from ollm_lite.http.policy import RetryPolicy, Timeouts
+from ollm_lite.http.transport import Transport
+from ollm_lite.http.urls import normalize_base_url
 
 URL = "http://llm.test"
 

@@ -10,12 +10,14 @@ import pytest
 
 from ollm_lite.config import (
     BACKENDS,
+    ENV_VARS,
     PROVIDER_ALIASES,
     Config,
     ConfigIssue,
     ProviderConfig,
     canonical_provider,
     config_path,
+    env_default,
     expand_vars,
     load_config,
     redacted,
@@ -248,6 +250,33 @@ def test_every_environment_variable(tmp_path: Path) -> None:
     assert config.providers["gemini"] == ProviderConfig(api_key="gk")
     assert config.origins["providers.vllm.api_key"] == "env VLLM_API_KEY"
     assert validate_config(config) == []
+
+
+def test_google_api_key_is_read_and_gemini_api_key_wins(tmp_path: Path) -> None:
+    """Google's own variable works for the configuration as for the provider; the project's
+    variable, listed first, wins when both are set."""
+    config = load_config(env={"HOME": str(tmp_path), "GOOGLE_API_KEY": " g-key\n"})
+    assert config.providers["gemini"].api_key == "g-key"
+    assert config.origins["providers.gemini.api_key"] == "env GOOGLE_API_KEY"
+    both = {"HOME": str(tmp_path), "GOOGLE_API_KEY": "g-key", "GEMINI_API_KEY": "gem-key"}
+    config = load_config(env=both)
+    assert config.providers["gemini"].api_key == "gem-key"
+    assert config.origins["providers.gemini.api_key"] == "env GEMINI_API_KEY"
+    assert env_default("gemini", "api_key", both) == "gem-key"
+
+
+@pytest.mark.parametrize(
+    "var", sorted(v for v, path in ENV_VARS.items() if ".providers" in f".{path}")
+)
+def test_env_default_agrees_with_load_config(var: str, tmp_path: Path) -> None:
+    """What a provider built without arguments reads is what the configuration reads."""
+    _, provider, key = ENV_VARS[var].split(".")
+    value = "http://h:1" if key == "base_url" else "  key-1234\n"
+    env = {"HOME": str(tmp_path), var: value}
+    section = load_config(env=env).providers[provider]
+    assert env_default(provider, key, env) == getattr(section, key) == value.strip()
+    assert env_default(provider, key, {var: ""}) is None
+    assert env_default(provider, key, {}) is None
 
 
 def test_empty_environment_values_count_as_unset(tmp_path: Path) -> None:

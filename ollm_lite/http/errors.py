@@ -1,11 +1,10 @@
-"""HTTP error answers as exceptions, and secrets kept out of them.
+"""HTTP error answers as exceptions.
 
 :func:`error_for_status` is the one mapping from a server's error answer (status, body, headers)
 to the exception tree of :mod:`ollm_lite.errors`; it quotes the server's own message (OpenAI,
-Ollama, Google and FastAPI error shapes, HTML pages from proxies), never the whole body.
-:func:`parse_retry_after` reads ``retry-after-ms`` / ``Retry-After``. ``_Redactor`` replaces the
-provider's secrets with ``***`` wherever text from the server reaches an error (the one
-redactor: configuration display uses it too); ``_unsendable`` says why a key cannot be sent.
+Ollama, Google and FastAPI error shapes, HTML pages from proxies), never the whole body, masked
+by the caller's redactor (:mod:`ollm_lite.http.secrets`). :func:`parse_retry_after` reads
+``retry-after-ms`` / ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -14,10 +13,10 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
-from .errors import (
+from ..errors import (
     AuthenticationError,
     HTTPStatusError,
     ModelNotFound,
@@ -26,7 +25,7 @@ from .errors import (
     RequestTimeout,
 )
 
-__all__ = ["MIN_SECRET", "error_for_status", "parse_retry_after"]
+__all__ = ["error_for_status", "parse_retry_after"]
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -55,73 +54,6 @@ def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> f
     if when is None or when.tzinfo is None:
         return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
-
-
-# --------------------------------------------------------------------------- redaction
-
-
-#: Shorter "keys" are not masked inside other text (they would garble ordinary words); the
-#: one threshold for every message the library builds, configuration display included.
-MIN_SECRET = 4
-
-
-class _Redactor:
-    """Replaces secrets in text with ``***``: the one redactor of the library.
-
-    Every quote of a server's text is masked first and cut afterwards: a secret straddling
-    the cut would otherwise survive but for its last characters.
-    """
-
-    __slots__ = ("_secrets",)
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}
-        self._secrets = tuple(sorted(kept, key=len, reverse=True))  # longest first
-
-    def __call__(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, "***")
-        return text
-
-    def event(self, event: Any) -> Any:
-        """An ``ErrorEvent`` with its message and details redacted; other events unchanged.
-
-        For errors a server reports *inside* a 200 stream, which never pass the status
-        mapping (a server echoing the key mid-stream must not leak it).
-        """
-        error = getattr(event, "error", None)
-        if error is None or not self._secrets:
-            return event
-        return type(event)(type(error)(self(error.message), error.code, self.obj(error.details)))
-
-    def obj(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self(value)
-        if isinstance(value, dict):
-            return {k: self.obj(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.obj(v) for v in value]
-        return value
-
-
-def _unsendable(value: str) -> str | None:
-    """Why ``value`` cannot go into an HTTP header value, or ``None`` when it can.
-
-    ``requests`` refuses a line break or a leading blank, and ``http.client`` a character
-    outside Latin-1 (RFC 9110 §5.5: field values are visible ASCII, blanks inside, and
-    obs-text); a key with a blank around it is a copy-and-paste accident.
-    """
-    if value != value.strip():
-        return "a leading or trailing blank or line break"
-    if any(ch < " " or ch == "\x7f" for ch in value):
-        return "a control character"
-    if not value.isascii():
-        try:
-            value.encode("latin-1")
-        except UnicodeEncodeError:
-            return "a character outside Latin-1"
-    return None
 
 
 # --------------------------------------------------------------------------- error mapping
