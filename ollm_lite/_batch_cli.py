@@ -21,24 +21,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._cli_common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, positive_int
+
 if TYPE_CHECKING:
     from .providers.base import ProviderAdapter
 
 __all__ = ["add_batch_commands"]
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
 Handler = Callable[[argparse.Namespace, Any], int]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
 
 
 def add_batch_commands(
@@ -71,9 +61,9 @@ def add_batch_commands(
     )
     run.add_argument("input", metavar="INPUT.jsonl")
     run.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl")
-    run.add_argument("--concurrency", type=_positive_int, metavar="N", help="requests in flight")
+    run.add_argument("--concurrency", type=positive_int, metavar="N", help="requests in flight")
     run.add_argument(
-        "--per-host", type=_positive_int, metavar="N",
+        "--per-host", type=positive_int, metavar="N",
         help="requests in flight per server (default: the server's slots, else 4)",
     )  # fmt: skip
     run.add_argument(
@@ -204,9 +194,9 @@ def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
 
 def _server_model(ctx: Any, provider: ProviderAdapter) -> str:
     """The model for lines without one, as ``ollm-lite chat`` picks it."""
-    from .cli import _chat_model
+    from ._chat_cli import chat_model
 
-    return _chat_model(ctx, provider)
+    return chat_model(ctx, provider)
 
 
 def _cmd_make(args: argparse.Namespace, ctx: Any) -> int:

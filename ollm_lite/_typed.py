@@ -20,9 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ._schema import ToolDefinitionError, schema_for_type
+from ._tool_calls import value_for_type
 from ._validation import validate_arguments
 from .errors import ConfigError
-from .tools import ToolDefinitionError, schema_for_type, value_for_type
 
 __all__ = ["AnswerSpec", "answer_spec", "correction_prompt", "parse_answer"]
 

@@ -52,52 +52,42 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import enum
-import functools
 import inspect
 import json
 import logging
 import re
 import threading
 import time
-import types
-import typing
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from copy import deepcopy
-from typing import Any, Literal, overload
+from typing import Any, overload
 
 from ._docstrings import parse_docstring
 from ._safe_text import exception_text, safe_str, type_name
+from ._schema import (
+    ToolDefinitionError,
+    schema_for_type as schema_for_type,  # importable from here as before
+    signature_schema,
+)
+from ._tool_calls import (
+    Binding,
+    InvalidArguments,
+    failure,
+    invalid_result,
+    result_of,
+    value_for_type as value_for_type,  # importable from here as before
+)
 from ._validation import validate_arguments
 from ._values import value
 from .errors import Cancelled, OllmError
-from .types import ErrorInfo, ToolCall, ToolResult, ToolSchema
+from .types import ToolCall, ToolResult, ToolSchema
 
-__all__ = [
-    "Tool",
-    "ToolDefinitionError",
-    "ToolRegistry",
-    "parse_docstring",
-    "schema_for_type",
-    "tool",
-    "validate_arguments",
-    "value_for_type",
-]
+__all__ = ["Tool", "ToolDefinitionError", "ToolRegistry", "tool"]
 
 logger = logging.getLogger(__name__)
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_CANCEL_PARAM = "cancel"
 _ARGS_PREVIEW = 200
-
-
-class ToolDefinitionError(OllmError, TypeError):
-    """A function cannot be made into a tool (bad name, unsupported annotation, ``*args`` ...).
-
-    Raised when the tool is defined or registered, never while a chat runs.
-    """
-
-    code = "TOOL_INVALID_DEFINITION"
 
 
 # --------------------------------------------------------------------------- the Tool value
@@ -191,7 +181,7 @@ def _make_tool(fn: Callable[..., Any], *, name: str | None, description: str | N
         raise ToolDefinitionError(f"a tool must be a callable, not {type(fn).__name__}")
     tool_name = _check_name(name or getattr(fn, "__name__", "") or "")
     doc_text, arg_docs = parse_docstring(inspect.getdoc(fn))
-    parameters, accepts_cancel = _signature_schema(fn, tool_name, arg_docs)
+    parameters, accepts_cancel = signature_schema(fn, tool_name, arg_docs)
     return Tool(
         name=tool_name,
         description=description if description is not None else doc_text,
@@ -223,375 +213,7 @@ def _check_name(name: str) -> str:
 # --------------------------------------------------------------------------- schema building
 
 
-def _signature_schema(
-    fn: Callable[..., Any], tool_name: str, arg_docs: Mapping[str, str]
-) -> tuple[dict[str, Any], bool]:
-    """The parameters schema of ``fn`` and whether it takes a ``cancel`` keyword."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError) as exc:
-        raise ToolDefinitionError(f"tool {tool_name!r}: no signature ({exc})") from exc
-    hints = _hints(fn, tool_name)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    accepts_cancel = False
-    for pname, param in sig.parameters.items():
-        if param.kind is param.VAR_KEYWORD:
-            continue
-        if param.kind in (param.POSITIONAL_ONLY, param.VAR_POSITIONAL):
-            raise ToolDefinitionError(
-                f"tool {tool_name!r}: parameter {pname!r} cannot be passed by keyword; "
-                "tools are called with keyword arguments only"
-            )
-        if pname == _CANCEL_PARAM:
-            accepts_cancel = True
-            continue
-        annotation = hints.get(pname, param.annotation)
-        if isinstance(annotation, str):
-            raise ToolDefinitionError(f"tool {tool_name!r}: cannot resolve {annotation!r}")
-        try:
-            prop = _schema_for(annotation, set())
-        except ToolDefinitionError as exc:
-            raise ToolDefinitionError(f"tool {tool_name!r}, parameter {pname!r}: {exc}") from None
-        prop = _described(prop, pname, arg_docs)
-        if param.default is param.empty:
-            required.append(pname)
-        else:
-            default = _json_default(param.default)
-            if default is not _NO_DEFAULT:
-                prop["default"] = default
-        properties[pname] = prop
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return schema, accepts_cancel
-
-
-def _hints(obj: Any, where: str) -> dict[str, Any]:
-    """Resolved annotations of a function or class (``{}`` for other callables we cannot read)."""
-    plain = inspect.isfunction(obj) or inspect.ismethod(obj) or isinstance(obj, type)
-    if plain:
-        target = obj
-    elif isinstance(obj, functools.partial):
-        target = obj.func
-    else:
-        target = getattr(obj, "__call__", obj)  # noqa: B004
-    try:
-        return typing.get_type_hints(target, include_extras=True)
-    except Exception as exc:  # NameError for unresolvable forward references, among others
-        if not plain:
-            return {}  # functools.partial and friends: fall back to the signature's annotations
-        raise ToolDefinitionError(f"{where}: cannot resolve type hints ({safe_str(exc)})") from exc
-
-
-_NO_DEFAULT = object()
-
-
-def _json_default(value: Any) -> Any:
-    """The default as JSON data, or ``_NO_DEFAULT`` when JSON cannot express it."""
-    if isinstance(value, enum.Enum):
-        value = value.value
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        return _NO_DEFAULT
-    return deepcopy(value)
-
-
-_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def _schema_for(annotation: Any, seen: set[Any]) -> dict[str, Any]:
-    """JSON Schema for one annotation. ``seen`` guards against recursive dataclasses."""
-    if annotation is Any or annotation is inspect.Parameter.empty or annotation is object:
-        return {}
-    if annotation is None or annotation is type(None):
-        return {"type": "null"}
-    if annotation in _SCALARS:
-        return {"type": _SCALARS[annotation]}
-    origin = typing.get_origin(annotation)
-    args = typing.get_args(annotation)
-    if origin is typing.Annotated:
-        inner = _schema_for(args[0], seen)
-        text = next((a for a in args[1:] if isinstance(a, str)), None)
-        return {"description": text, **inner} if text and "description" not in inner else inner
-    if origin is Literal:
-        return _enum_schema(list(args))
-    if origin is typing.Union or origin is types.UnionType:
-        return _union_schema(args, seen)
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return _enum_schema([m.value for m in annotation])
-    if annotation in (list, tuple, set, frozenset) or origin in (list, tuple, set, frozenset):
-        return _array_schema(origin or annotation, args, seen)
-    if annotation is dict or origin is dict:
-        if len(args) == 2 and args[0] is not str:
-            raise ToolDefinitionError(f"object keys must be str, not {args[0]!r}")
-        value = _schema_for(args[1], seen) if len(args) == 2 else {}
-        return {"type": "object", "additionalProperties": value} if value else {"type": "object"}
-    if isinstance(annotation, type) and (
-        dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation)
-    ):
-        return _object_schema(annotation, seen)
-    raise ToolDefinitionError(f"no JSON Schema for the annotation {annotation!r}")
-
-
-def schema_for_type(annotation: Any) -> dict[str, Any]:
-    """The JSON Schema of a type annotation, by the same rules as tool parameters.
-
-    Used for typed answers too (a dataclass or ``TypedDict`` becomes an object schema with
-    its fields' descriptions from the class docstring).
-
-    Raises:
-        ToolDefinitionError: ``TOOL_INVALID_DEFINITION`` for an annotation JSON Schema
-            cannot express.
-    """
-    return _schema_for(annotation, set())
-
-
-def value_for_type(value: Any, annotation: Any) -> Any:
-    """JSON data converted to what ``annotation`` names (a dataclass instance, an ``Enum``
-    member, a tuple …), by the same rules as tool arguments.
-
-    Raises:
-        Exception: whatever the target's constructor raises for data it rejects.
-    """
-    return _coerce(value, annotation)
-
-
-def _enum_schema(values: list[Any]) -> dict[str, Any]:
-    kinds = {_json_type(v) for v in values}
-    schema: dict[str, Any] = {}
-    if len(kinds) == 1:
-        schema["type"] = kinds.pop()
-    schema["enum"] = values
-    return schema
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    raise ToolDefinitionError(f"enum value {value!r} is not a JSON scalar")
-
-
-def _union_schema(args: tuple[Any, ...], seen: set[Any]) -> dict[str, Any]:
-    members = [a for a in args if a is not type(None)]
-    nullable = len(members) < len(args)
-    if len(members) == 1:
-        schema = _schema_for(members[0], seen)
-        if not nullable or not schema:
-            return schema
-        kind = schema.get("type")
-        if isinstance(kind, str):
-            schema = {**schema, "type": [kind, "null"]}
-            if "enum" in schema:
-                schema["enum"] = [*schema["enum"], None]
-            return schema
-        return {"anyOf": [schema, {"type": "null"}]}
-    options = [_schema_for(m, seen) for m in members]
-    if any(not o for o in options):
-        return {}
-    if nullable:
-        options.append({"type": "null"})
-    return {"anyOf": options}
-
-
-def _array_schema(kind: Any, args: tuple[Any, ...], seen: set[Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "array"}
-    if kind is tuple and args and args[-1] is not Ellipsis:
-        items = [_schema_for(a, seen) for a in args]
-        schema.update(prefixItems=items, minItems=len(items), maxItems=len(items))
-        return schema
-    item = _schema_for(args[0], seen) if args else {}
-    if item:
-        schema["items"] = item
-    if kind in (set, frozenset):
-        schema["uniqueItems"] = True
-    return schema
-
-
-def _object_schema(cls: type, seen: set[Any]) -> dict[str, Any]:
-    if cls in seen:
-        raise ToolDefinitionError(f"recursive type {cls.__name__} has no finite JSON Schema")
-    seen = seen | {cls}
-    hints = _hints(cls, cls.__name__)
-    doc = cls.__doc__ or ""
-    if dataclasses.is_dataclass(cls) and doc.startswith(f"{cls.__name__}("):
-        doc = ""  # the signature dataclasses writes when a class has no docstring
-    text, field_docs = parse_docstring(doc)
-    properties: dict[str, Any] = {}
-    required: list[str] = []
-    if dataclasses.is_dataclass(cls):
-        for f in dataclasses.fields(cls):
-            if not f.init:
-                continue
-            properties[f.name] = _described(
-                _schema_for(hints.get(f.name, Any), seen), f.name, field_docs
-            )
-            has_default = (
-                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-            )
-            if not has_default:
-                required.append(f.name)
-    else:
-        required_keys: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
-        for key, hint in hints.items():
-            inner, origin = hint, typing.get_origin(hint)
-            if origin in (typing.Required, typing.NotRequired):
-                inner = typing.get_args(hint)[0]
-            properties[key] = _described(_schema_for(inner, seen), key, field_docs)
-            # The marker beats __required_keys__, which string annotations leave wrong on 3.11.
-            if origin is typing.Required or (
-                origin is not typing.NotRequired and key in required_keys
-            ):
-                required.append(key)
-    schema: dict[str, Any] = {"type": "object", "properties": properties}
-    if text:
-        schema = {"description": text, **schema}
-    if required:
-        schema["required"] = required
-    return schema
-
-
-def _described(schema: dict[str, Any], name: str, docs: Mapping[str, str]) -> dict[str, Any]:
-    doc = docs.get(name)
-    return {"description": doc, **schema} if doc and "description" not in schema else schema
-
-
-# --------------------------------------------------------------------------- binding and coercion
-
-
-class _InvalidArguments(Exception):
-    """Internal: the arguments do not fit the function."""
-
-
-@value
-class _Binding:
-    """What the registry knows about a tool's function beyond its schema."""
-
-    signature: inspect.Signature | None
-    hints: Mapping[str, Any]
-
-    @classmethod
-    def of(cls, fn: Callable[..., Any]) -> _Binding:
-        try:
-            sig: inspect.Signature | None = inspect.signature(fn)
-        except (TypeError, ValueError):
-            sig = None
-        try:
-            hints = _hints(fn, getattr(fn, "__name__", "tool"))
-        except ToolDefinitionError:
-            hints = {}
-        return cls(sig, hints)
-
-    def arguments(self, args: dict[str, Any], cancel: threading.Event | None) -> dict[str, Any]:
-        """The keyword arguments for the call, converted; raises ``_InvalidArguments``."""
-        if cancel is not None and _CANCEL_PARAM in args:
-            raise _InvalidArguments(f"unexpected argument {_CANCEL_PARAM!r}")
-        kwargs = {name: self._convert(name, value) for name, value in args.items()}
-        if cancel is not None:
-            kwargs[_CANCEL_PARAM] = cancel
-        if self.signature is not None:
-            try:
-                self.signature.bind(**kwargs)
-            except TypeError as exc:
-                raise _InvalidArguments(str(exc)) from None
-        return kwargs
-
-    def _convert(self, name: str, value: Any) -> Any:
-        hint = self.hints.get(name)
-        if hint is None:
-            return value
-        try:
-            return _coerce(value, hint)
-        except _InvalidArguments:
-            raise
-        except Exception as exc:  # a dataclass __post_init__ or Enum lookup rejecting the value
-            raise _InvalidArguments(f"argument {name!r}: {exception_text(exc)}") from None
-
-
-def _coerce(value: Any, hint: Any) -> Any:
-    """Convert JSON data to what the annotation names, where JSON cannot say it itself."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin is typing.Annotated:
-        return _coerce(value, args[0])
-    if origin in (typing.Required, typing.NotRequired):
-        return _coerce(value, args[0])
-    if value is None:
-        return None
-    if origin is typing.Union or origin is types.UnionType:
-        for arm in args:
-            if arm is type(None):
-                continue
-            try:
-                if not validate_arguments(value, _schema_for(arm, set())):
-                    return _coerce(value, arm)
-            except ToolDefinitionError:
-                continue
-        return value
-    if hint is int and isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return hint(value)
-    if isinstance(value, list) and (
-        origin in (list, tuple, set, frozenset) or hint in (tuple, set, frozenset)
-    ):
-        return _coerce_array(value, origin or hint, args)
-    if isinstance(value, dict):
-        if origin is dict and len(args) == 2:
-            return {k: _coerce(v, args[1]) for k, v in value.items()}
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-            hints = typing.get_type_hints(hint)
-            return hint(**{k: _coerce(v, hints.get(k, Any)) for k, v in value.items()})
-        if isinstance(hint, type) and typing.is_typeddict(hint):
-            hints = typing.get_type_hints(hint)
-            return {k: _coerce(v, hints.get(k, Any)) for k, v in value.items()}
-    return value
-
-
-def _coerce_array(value: list[Any], kind: Any, args: tuple[Any, ...]) -> Any:
-    if kind is tuple and args and args[-1] is not Ellipsis:
-        return tuple(_coerce(v, a) for v, a in zip(value, args, strict=False))
-    item = args[0] if args else Any
-    items = [_coerce(v, item) for v in value]
-    if kind is tuple:
-        return tuple(items)
-    if kind in (set, frozenset):
-        return kind(items)
-    return items
-
-
-def _jsonable(value: Any) -> Any:
-    """A tool's return value as JSON data; raises ``TypeError``/``ValueError`` when impossible."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        value = dataclasses.asdict(value)
-    if isinstance(value, enum.Enum):
-        value = value.value
-    return json.loads(json.dumps(value, allow_nan=False, default=_json_fallback))
-
-
-def _json_fallback(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
-
-
 # --------------------------------------------------------------------------- the registry
-
-
-def _failure(code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:
-    return ToolResult(ok=False, error=ErrorInfo(message=message, code=code, details=details))
 
 
 class ToolRegistry:
@@ -626,7 +248,7 @@ class ToolRegistry:
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         self.timeout = timeout
         self._tools: dict[str, Tool] = {}
-        self._bindings: dict[str, _Binding] = {}
+        self._bindings: dict[str, Binding] = {}
         made = [_as_tool(item) for item in tools]
         counts = collections.Counter(t.name for t in made)
         for item in made:
@@ -668,7 +290,7 @@ class ToolRegistry:
         if item.name in self._tools:
             raise ToolDefinitionError(f"a tool named {item.name!r} is already registered")
         self._tools[item.name] = item
-        self._bindings[item.name] = _Binding.of(item.fn)
+        self._bindings[item.name] = Binding.of(item.fn)
 
     def get(self, name: str) -> Tool | None:
         """The tool called ``name``, or ``None``."""
@@ -711,16 +333,16 @@ class ToolRegistry:
             return self._execute(call, cancel)
         except Exception as exc:  # a bug in a hook we do not control (e.g. a broken __eq__)
             logger.debug("tool call: unexpected failure", exc_info=True)
-            return _failure(
+            return failure(
                 "TOOL_EXECUTION_FAILED", exception_text(exc), {"exception": type_name(exc)}
             )
 
     def _execute(self, call: ToolCall, cancel: threading.Event | None) -> ToolResult:
         if cancel is not None and cancel.is_set():
-            return _failure("CANCELLED", f"tool {call.name!r} was not started: cancelled")
+            return failure("CANCELLED", f"tool {call.name!r} was not started: cancelled")
         item = self._tools.get(call.name)
         if item is None:
-            return _failure(
+            return failure(
                 "TOOL_NOT_FOUND",
                 f"no tool named {call.name!r}; available: {', '.join(self.names()) or 'none'}",
                 {"name": call.name, "available": self.names()},
@@ -737,8 +359,8 @@ class ToolRegistry:
                 deepcopy(call.args),
                 (cancel or threading.Event()) if item.accepts_cancel else None,
             )
-        except _InvalidArguments as exc:
-            return _failure(
+        except InvalidArguments as exc:
+            return failure(
                 "TOOL_INVALID_ARGUMENTS", f"tool {item.name!r}: {exc}", {"errors": [str(exc)]}
             )
         return self._run(item, kwargs, cancel)
@@ -746,14 +368,14 @@ class ToolRegistry:
     def _check_arguments(self, item: Tool, call: ToolCall) -> ToolResult | None:
         raw = call.arguments or ""
         if not call.args and raw.strip() and not _is_json_object(raw):
-            return _failure(
+            return failure(
                 "TOOL_INVALID_ARGUMENTS",
                 f"tool {item.name!r}: the arguments are not a JSON object",
                 {"arguments": raw[:_ARGS_PREVIEW]},
             )
         errors = validate_arguments(call.args, item.parameters)
         if errors:
-            return _failure(
+            return failure(
                 "TOOL_INVALID_ARGUMENTS",
                 f"tool {item.name!r}: {'; '.join(errors)}",
                 {"errors": errors},
@@ -768,10 +390,10 @@ class ToolRegistry:
             raise
         except BaseException as exc:  # the runner promises results, but a bug is a failure
             logger.debug("tool %s raised", item.name, exc_info=True)
-            return _failure("TOOL_EXECUTION_FAILED", f"{type(exc).__name__}: {exc}")
+            return failure("TOOL_EXECUTION_FAILED", f"{type(exc).__name__}: {exc}")
         if isinstance(result, ToolResult):
             return result
-        return _failure(
+        return failure(
             "TOOL_RESULT_INVALID",
             f"tool {item.name!r} returned {type(result).__name__}, not a ToolResult",
         )
@@ -783,7 +405,7 @@ class ToolRegistry:
         try:
             value = item.fn(**kwargs)
         except Cancelled as exc:
-            return _failure("CANCELLED", f"tool {item.name!r} was cancelled: {safe_str(exc)}")
+            return failure("CANCELLED", f"tool {item.name!r} was cancelled: {safe_str(exc)}")
         except KeyboardInterrupt:
             raise  # Ctrl-C on the calling thread stops the program, not just the tool
         except BaseException as exc:  # SystemExit, asyncio.CancelledError ... are tool failures
@@ -791,49 +413,15 @@ class ToolRegistry:
             details: dict[str, Any] = {"exception": type_name(exc)}
             if isinstance(exc, OllmError) and isinstance(exc.code, str):
                 details["code"] = exc.code
-            return _failure("TOOL_EXECUTION_FAILED", exception_text(exc), details)
+            return failure("TOOL_EXECUTION_FAILED", exception_text(exc), details)
         finally:
             logger.debug("tool %s ran for %.3fs", item.name, time.monotonic() - started)
         try:
-            return _result_of(item.name, value)
+            return result_of(item.name, value)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # foreign code in the value (asdict, __iter__ ...) failed
-            return _invalid_result(item.name, value, exc)
-
-
-def _result_of(name: str, value: Any) -> ToolResult:
-    """The tool's return value as a result JSON can carry; raises when it cannot.
-
-    A returned :class:`ToolResult` passes through unchanged once its parts are checked.
-    """
-    if not isinstance(value, ToolResult):
-        return ToolResult(ok=True, data=_jsonable(value))
-    if value.ok is True:
-        _jsonable(value.data)
-        return value
-    if value.ok is not False:
-        raise TypeError(f"ToolResult.ok must be True or False, not a {type_name(value.ok)}")
-    error = value.error
-    if error is None:
-        return value
-    if not (
-        isinstance(error, ErrorInfo)
-        and isinstance(error.message, str)
-        and isinstance(error.code, str)
-        and (error.details is None or isinstance(error.details, dict))
-    ):
-        raise TypeError("ToolResult.error must be an ErrorInfo with a str message and code")
-    _jsonable(error.details)
-    return value
-
-
-def _invalid_result(name: str, value: Any, exc: BaseException) -> ToolResult:
-    return _failure(
-        "TOOL_RESULT_INVALID",
-        f"tool {name!r} returned something JSON cannot carry: {exception_text(exc)}",
-        {"type": type_name(value)},
-    )
+            return invalid_result(item.name, value, exc)
 
 
 def _as_tool(item: Tool | Callable[..., Any]) -> Tool:

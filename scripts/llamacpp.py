@@ -274,6 +274,8 @@ def build_log(root: Path, build: Build) -> Path:
 #: pip's and CMake's own milestones, newest last in the log: the step a progress line names.
 _STEP_PATTERNS = (
     (re.compile(r"\[\s*(\d+)%\]"), "compiling llama.cpp ({0}% of the C++ build)"),
+    # Ninja (what scikit-build-core picks) counts steps instead: "[146/193] /usr/bin/g++ ...".
+    (re.compile(r"^\s*\[(\d+)/(\d+)\]"), "compiling llama.cpp (step {0} of {1} of the C++ build)"),
     (re.compile(r"^\s*Successfully installed"), "installed, finishing"),
     (re.compile(r"^\s*Installing collected packages"), "installing the built packages"),
     (re.compile(r"Building wheel for (\S+)"), "building the {0} wheel"),

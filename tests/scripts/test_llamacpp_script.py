@@ -434,6 +434,10 @@ def test_config_file_follows_load_config(tmp_path: Path) -> None:
             "compiling llama.cpp (47% of the C++ build)",
         ),
         (
+            ["  [146/193] /usr/bin/g++ -DGGML_SHARED -O3 -c a.cpp", "  /usr/bin/g++ -c b.cpp"],
+            "compiling llama.cpp (step 146 of 193 of the C++ build)",
+        ),
+        (
             ["[ 99%] Linking", "Installing collected packages: numpy, llama-cpp-python"],
             "installing the built packages",
         ),
