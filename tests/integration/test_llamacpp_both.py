@@ -111,14 +111,14 @@ def test_count_tokens_is_exact_not_estimated(llamacpp_server, make_provider):
 
 
 def test_context_length_is_what_the_server_says(llamacpp_server, make_provider):
-    """native: the -c it runs with (4096, not the trained 32768); py: what it reports or None."""
+    """native: the -c it runs with (4096, not SmolLM2's trained 8192); py: what it says or None."""
     provider = make_provider(llamacpp_server)
     length = provider.context_length(MODEL)
     (info,) = provider.list_models()
     if llamacpp_server.server == "native":
         assert length == 4096 == llamacpp_server.ctx
         assert info.context_length == 4096
-        assert info.details["meta"]["n_ctx_train"] == 32768
+        assert info.details["meta"]["n_ctx_train"] == 8192  # SmolLM2-135M's GGUF metadata
     else:
         # llama-cpp-python 0.3.x has no /props and no n_ctx in /v1/models: it does not say.
         meta = info.details.get("meta")
@@ -130,12 +130,9 @@ def test_context_length_is_what_the_server_says(llamacpp_server, make_provider):
 def test_cancel_mid_generation(llamacpp_server, make_provider):
     """Cancelling a long generation ends it promptly, keeps the text, frees the server."""
     provider = make_provider(llamacpp_server)
-    if llamacpp_server.server == "native":
-        text, expect = PROMPT, "Hello"  # this model repeats itself until max_tokens
-    else:
-        # llama-cpp-python's chatml answer echoes the prompt, so a long prompt runs long.
-        text = " ".join(f"word{i}" for i in range(150))
-        expect = "word0"
+    # Asked to repeat a long list, SmolLM2 answers at length on both servers; what it writes
+    # varies, so the test keeps what was streamed before the cancel and compares with that.
+    text = "Repeat these words: " + " ".join(f"word{i}" for i in range(150))
     cancel = threading.Event()
     stream = provider.chat_stream(_request(text, max_tokens=1500, cancel=cancel))
     pieces: list[str] = []
@@ -152,7 +149,7 @@ def test_cancel_mid_generation(llamacpp_server, make_provider):
     assert cancelled_at, events
     assert events[-1] == FinishEvent("cancelled")
     assert latency < 2.0, latency
-    assert "".join(pieces).startswith(expect)  # the partial answer is kept
+    assert len(pieces) >= 5 and "".join(pieces).strip()  # the partial answer is kept
     started = time.monotonic()
     after = provider.chat(_request(PROMPT, max_tokens=4))
     # 1500 tokens would take the server well over 10 s: it stopped generating.
