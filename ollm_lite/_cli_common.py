@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import _mcp_cli
+from ._config_check import url_problem as _url_problem
 from .config import (
     PROVIDER_ALIASES,
     PROVIDERS,
     Config,
-    _url_problem,
     canonical_provider,
     load_config,
 )
