@@ -116,6 +116,9 @@ def test_snippets_report_errors_instead_of_swallowing_them(
     )
     dead["OLLM_CONFIG"] = str(config)
     for snippet in SNIPPETS:
+        for name, text in snippet.directive.get("files", {}).items():
+            (tmp_path / name).write_text(text)
+        (tmp_path / "labels.jsonl").unlink(missing_ok=True)
         done = _run([sys.executable, "-c", snippet.code], dead, tmp_path)
         assert done.returncode != 0, snippet.id
         # A raised ConnectionFailed, or the snippet's own "[CONNECTION_FAILED] ..." line.
