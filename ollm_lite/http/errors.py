@@ -27,6 +27,9 @@ from ..errors import (
 
 __all__ = ["error_for_status", "parse_retry_after"]
 
+#: Google's ``error.status`` names for a key that is missing, invalid or not allowed.
+_GOOGLE_AUTH_STATUSES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date).
@@ -138,9 +141,7 @@ def error_for_status(
     # The structured facts come from the same body: a server echoing the request can put
     # the key in its error code or type as easily as in its message.
     facts = {k: redact(v) if isinstance(v, str) else v for k, v in facts.items()}
-    reason = facts.get("reason")
-    server_status = facts.get("server_status")
-    google_status = server_status if isinstance(server_status, str) else None
+    google_status = _google_status(facts)
     details: dict[str, Any] = {"status": status, "url": url, **facts}
     if message:  # the server's own words, apart (a batch output line quotes them)
         details["server_message"] = message
@@ -148,15 +149,7 @@ def error_for_status(
     server_says = f": {message}" if message else ""
     kw: dict[str, Any] = {"details": details, "provider": provider, "model": model}
 
-    if (
-        status in (401, 403)
-        or reason == "API_KEY_INVALID"
-        or google_status
-        in (
-            "UNAUTHENTICATED",
-            "PERMISSION_DENIED",
-        )
-    ):
+    if _is_auth_failure(status, facts):
         return AuthenticationError(
             f"{where} rejected the credentials (HTTP {status}){server_says}. "
             "Check the API key given to the provider.",
@@ -164,11 +157,7 @@ def error_for_status(
             **kw,
         )
     if status == 429 or google_status == "RESOURCE_EXHAUSTED":
-        retry_after = parse_retry_after(headers)
-        if retry_after is None and isinstance(facts.get("retry_delay"), str):
-            match = re.fullmatch(r"(\d+(?:\.\d+)?)s", facts["retry_delay"])
-            retry_after = float(match.group(1)) if match else None
-        details["retry_after"] = retry_after
+        retry_after = details["retry_after"] = _retry_after(headers, facts)
         return RateLimited(
             f"{where} is rate limiting requests (HTTP {status}){server_says}",
             status=status,
@@ -183,3 +172,28 @@ def error_for_status(
     if status in (408, 504):
         return RequestTimeout(f"{where} timed out (HTTP {status}){server_says}", **kw)
     return HTTPStatusError(f"{where} answered HTTP {status}{server_says}", status=status, **kw)
+
+
+def _google_status(facts: Mapping[str, Any]) -> str | None:
+    """Google's ``error.status`` name (``"NOT_FOUND"`` …), where the body had one."""
+    server_status = facts.get("server_status")
+    return server_status if isinstance(server_status, str) else None
+
+
+def _is_auth_failure(status: int, facts: Mapping[str, Any]) -> bool:
+    """401/403, or Google's words for a missing, bad or unauthorised key (any status)."""
+    return (
+        status in (401, 403)
+        or facts.get("reason") == "API_KEY_INVALID"
+        or _google_status(facts) in _GOOGLE_AUTH_STATUSES
+    )
+
+
+def _retry_after(headers: Mapping[str, str], facts: Mapping[str, Any]) -> float | None:
+    """``retry-after-ms`` / ``Retry-After``, else Google's ``RetryInfo.retryDelay`` (``"12s"``)."""
+    retry_after = parse_retry_after(headers)
+    delay = facts.get("retry_delay")
+    if retry_after is None and isinstance(delay, str):
+        match = re.fullmatch(r"(\d+(?:\.\d+)?)s", delay)
+        retry_after = float(match.group(1)) if match else None
+    return retry_after

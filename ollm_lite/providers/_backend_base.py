@@ -180,6 +180,9 @@ class Backend:
 
     #: Whether the server has a tokenizer endpoint (``capabilities.token_counting``).
     token_counting = False
+    #: Whether a provider class of its own serves this backend (then it is no ``backend=``
+    #: choice of ``OpenAICompatibleProvider``).
+    own_provider = False
 
     def auth(self, api_key: str | None) -> dict[str, str]:
         """The headers that carry ``api_key`` (none without a key)."""

@@ -111,6 +111,9 @@ class HTTPProvider(BaseProvider):
     """
 
     _transport: Transport
+    #: Another transport to the same server with the same settings but other timeouts (a
+    #: model download goes silent for longer than a chat may).
+    _open_transport: Callable[[Timeouts], Transport]
 
     def _connect(
         self,
@@ -129,16 +132,22 @@ class HTTPProvider(BaseProvider):
             ConfigError: ``CONFIG_INVALID`` for bad ``retries`` or a bad URL.
         """
         check_retries(retries)
-        self._transport = Transport(
-            url,
-            provider=self.name,
-            headers=headers,
-            secrets=[secret] if secret else [],
-            timeouts=Timeouts.of(timeout),
-            retry=RetryPolicy() if retries is None else RetryPolicy(retries=retries),
-            start_hint=start_hint,
-            model_hint=model_hint,
-        )
+        retry = RetryPolicy() if retries is None else RetryPolicy(retries=retries)
+
+        def open_transport(timeouts: Timeouts) -> Transport:
+            return Transport(
+                url,
+                provider=self.name,
+                headers=headers,
+                secrets=[secret] if secret else [],
+                timeouts=timeouts,
+                retry=retry,
+                start_hint=start_hint,
+                model_hint=model_hint,
+            )
+
+        self._open_transport = open_transport
+        self._transport = open_transport(Timeouts.of(timeout))
         self._lock = threading.Lock()
         self._memo_lock = threading.Lock()  # held while the server is asked: its own lock
         self._memo: dict[str, Any] = {}
@@ -148,7 +157,8 @@ class HTTPProvider(BaseProvider):
 
     @property
     def base_url(self) -> str:
-        """The server root every request goes to."""
+        """The server root every request goes to (without credentials, and without the API's
+        prefix such as ``/v1`` or ``/v1beta``)."""
         return self._transport.base_url
 
     def close(self) -> None:
@@ -163,6 +173,24 @@ class HTTPProvider(BaseProvider):
             if key not in self._memo:
                 self._memo[key] = compute()
             return self._memo[key]  # type: ignore[no-any-return]
+
+    def _quietly(self, what: str, model: str, ask: Callable[[], T], default: T) -> T:
+        """``ask()``, or ``default`` when the server cannot tell ``what`` about ``model`` (the
+        reason is logged at DEBUG): for the questions that never raise."""
+        try:
+            return ask()
+        except OllmError as exc:
+            logger.debug("%s: no %s for %s (%s)", self.name, what, model, exc.code)
+            return default
+
+    def _shown_context(self, model: str, cancel: threading.Event | None) -> int | None:
+        """``show_model(model).context_length``, or ``None`` when the server cannot say."""
+        return self._quietly(
+            "context length",
+            model,
+            lambda: self.show_model(model, cancel=cancel).context_length,
+            None,
+        )
 
     def _json(
         self,

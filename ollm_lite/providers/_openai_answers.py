@@ -333,9 +333,13 @@ class ChatStreamState:
                     content = delta.get("content")
                     if type(content) is str:
                         return (TextEvent(content),) if content else _EMPTY
+        return self._chunk(obj, choices)
+
+    def _chunk(self, obj: dict[str, Any], choices: Any) -> Sequence[ProviderEvent]:
+        """Any other chunk: an error object, a finish, a delta beyond plain content."""
         if not choices:
-            err = get("error")
-            if err is None and get("object") == "error":  # vLLM's older flat error shape
+            err = obj.get("error")
+            if err is None and obj.get("object") == "error":  # vLLM's older flat error shape
                 err = obj
             if err is not None:
                 message, facts = _error_text(err, self._redact)

@@ -141,6 +141,7 @@ class Vllm(Backend):
 
     __slots__ = ()
     token_counting = True
+    own_provider = True  # VllmProvider
 
     def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
         """``POST /tokenize`` with the chat messages and tools (the templated prompt)."""
@@ -161,14 +162,6 @@ class Vllm(Backend):
 
 
 _PRESETS: tuple[Backend, ...] = (
-    Generic(
-        name="generic",
-        title="OpenAI-compatible server",
-        default_base_url="http://localhost:1234",
-        quirks="none assumed; every quirk below is tolerated anyway",
-        source="[OAI-PY] _client.py (Bearer auth), chat_completion_stream_options_param.py "
-        "(include_usage), types/model.py (/v1/models has no context length)",
-    ),
     LMStudio(
         name="lmstudio",
         title="LM Studio",
@@ -218,6 +211,14 @@ _PRESETS: tuple[Backend, ...] = (
         "X-Api-Key), response_format json_object + schema; [LCPY] /extras/tokenize/count, no "
         "/props or /health, server/types.py response_format type text|json_object + schema",
     ),
+    Generic(
+        name="generic",
+        title="OpenAI-compatible server",
+        default_base_url="http://localhost:1234",
+        quirks="none assumed; every quirk of this table is tolerated anyway",
+        source="[OAI-PY] _client.py (Bearer auth), chat_completion_stream_options_param.py "
+        "(include_usage), types/model.py (/v1/models has no context length)",
+    ),
     Vllm(
         name="vllm",
         title="vLLM",
@@ -240,8 +241,8 @@ _PRESETS: tuple[Backend, ...] = (
 BACKENDS: dict[str, Backend] = {backend.name: backend for backend in _PRESETS}
 """Every backend preset by name (``vllm`` is the backend of ``VllmProvider``)."""
 
-#: The presets ``OpenAICompatibleProvider(backend=...)`` accepts.
-OPENAI_COMPATIBLE_BACKENDS = ("lmstudio", "localai", "kobold", "llamacpp", "generic")
+#: The presets ``OpenAICompatibleProvider(backend=...)`` accepts, in the table's order.
+OPENAI_COMPATIBLE_BACKENDS = tuple(b.name for b in _PRESETS if not b.own_provider)
 
 
 def backend_named(name: str, *, allowed: tuple[str, ...] = OPENAI_COMPATIBLE_BACKENDS) -> Backend:

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from urllib.parse import quote
 
 from ..config import env_default
-from ..errors import AuthenticationError, BadResponse, HTTPStatusError, OllmError
+from ..errors import AuthenticationError, BadResponse, HTTPStatusError
 from ..http.errors import error_for_status
 from ..http.policy import Timeouts
 from ..http.urls import normalize_base_url
@@ -119,11 +119,6 @@ class GeminiProvider(HTTPProvider):
         self._signatures: dict[str, str] = {}
         self._context: dict[str, int | None] = {}
         self._call_ids = itertools.count()  # shared by every stream: ids unique per provider
-
-    @property
-    def base_url(self) -> str:
-        """The API root (without ``/v1beta``)."""
-        return self._transport.base_url
 
     def _require_key(self) -> None:
         if not self._has_key:
@@ -306,11 +301,7 @@ class GeminiProvider(HTTPProvider):
         with self._lock:
             if key in self._context:
                 return self._context[key]
-        try:
-            return self.show_model(model, cancel=cancel).context_length
-        except OllmError as exc:
-            logger.debug("gemini: no context length for %s (%s)", model, exc.code)
-            return None
+        return self._shown_context(model, cancel)
 
     def _embedding_model(self, model: str | None) -> str:
         self._require_key()

@@ -120,11 +120,9 @@ class LocalProvider(HTTPProvider):
         key = api_key if api_key is not None else env_default(self.name, "api_key")
         self.embed_batch_size = embed_batch_size
         self.num_ctx = num_ctx
-        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self._secrets = [key] if key else []
         self._connect(
             url,
-            headers=self._headers,
+            headers={"Authorization": f"Bearer {key}"} if key else {},
             secret=key,
             timeout=timeout,
             retries=retries,
@@ -252,11 +250,7 @@ class LocalProvider(HTTPProvider):
             return self.num_ctx
         if model in self._context_cache:
             return self._context_cache[model]
-        try:
-            return self.show_model(model, cancel=cancel).context_length
-        except OllmError as exc:
-            logger.debug("local: no context length for %s (%s)", model, exc.code)
-            return None
+        return self._shown_context(model, cancel)
 
     def model_capabilities(
         self, model: str, *, cancel: threading.Event | None = None
@@ -269,12 +263,13 @@ class LocalProvider(HTTPProvider):
         cached = self._caps_cache.get(model)
         if cached is not None:
             return cached
-        try:
-            self.show_model(model, cancel=cancel)
-        except OllmError as exc:
-            logger.debug("local: no capabilities for %s (%s)", model, exc.code)
-            return capabilities_from_list(None, self.capabilities)
-        return self._caps_cache[model]
+
+        def shown() -> ProviderCapabilities:
+            self.show_model(model, cancel=cancel)  # fills the cache
+            return self._caps_cache[model]
+
+        unknown = capabilities_from_list(None, self.capabilities)
+        return self._quietly("capabilities", model, shown, unknown)
 
     def pull_model(
         self,
@@ -329,15 +324,8 @@ class LocalProvider(HTTPProvider):
     def _pull_channel(self) -> Transport:
         if self._pull_transport is None:
             t = self._transport.timeouts
-            self._pull_transport = Transport(
-                self.base_url,
-                provider=self.name,
-                headers=self._headers,
-                secrets=self._secrets,
-                timeouts=Timeouts(t.connect, max(t.idle, _PULL_IDLE_S), None),
-                retry=self._transport.retry,
-                start_hint=_START_HINT,
-                model_hint=_MODEL_HINT,
+            self._pull_transport = self._open_transport(
+                Timeouts(t.connect, max(t.idle, _PULL_IDLE_S), None)
             )
         return self._pull_transport
 

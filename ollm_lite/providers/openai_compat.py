@@ -145,11 +145,6 @@ class OpenAICompatibleProvider(HTTPProvider):
             f"base_url={self.base_url!r})"
         )
 
-    @property
-    def base_url(self) -> str:
-        """The server root every request goes to (without ``/v1``)."""
-        return self._transport.base_url
-
     # ------------------------------------------------------------------ chat
 
     def _chat_body(self, request: ProviderRequest, *, stream: bool) -> dict[str, Any]:
@@ -247,14 +242,14 @@ class OpenAICompatibleProvider(HTTPProvider):
         """
         if model in self._context_cache:
             return self._context_cache[model]
-        try:
+
+        def asked() -> int | None:
             value = self.backend.context_length(Ask(self, cancel), model)
-        except OllmError as exc:
-            logger.debug("%s: no context length for %s (%s)", self.name, model, exc.code)
-            return None
-        with self._lock:
-            self._context_cache[model] = value
-        return value
+            with self._lock:
+                self._context_cache[model] = value
+            return value
+
+        return self._quietly("context length", model, asked, None)
 
     def model_capabilities(
         self, model: str, *, cancel: threading.Event | None = None
@@ -264,11 +259,13 @@ class OpenAICompatibleProvider(HTTPProvider):
         llama.cpp native: the chat template's tool support and the vision modality from
         ``/props``; LM Studio 0.4+: ``capabilities`` of ``/api/v1/models``. Never raises.
         """
-        try:
-            return self.backend.model_capabilities(Ask(self, cancel), model)
-        except OllmError as exc:
-            logger.debug("%s: no capabilities for %s (%s)", self.name, model, exc.code)
-        return self.capabilities
+        ask = Ask(self, cancel)
+        return self._quietly(
+            "capabilities",
+            model,
+            lambda: self.backend.model_capabilities(ask, model),
+            self.capabilities,
+        )
 
     # ------------------------------------------------------------------ models
 

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from typing import get_args
 
 import pytest
 
 from ollm_lite.config import BACKENDS as CONFIG_BACKENDS, PROVIDER_ALIASES
-from ollm_lite.errors import BadResponse
+from ollm_lite.errors import BadResponse, ConfigError
 from ollm_lite.providers._backend_base import Ask, Backend
-from ollm_lite.providers.backends import BACKENDS, OPENAI_COMPATIBLE_BACKENDS
+from ollm_lite.providers.backends import BACKENDS, OPENAI_COMPATIBLE_BACKENDS, BackendName
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
+from ollm_lite.providers.vllm import VllmProvider
 from ollm_lite.registry import OPENAI_COMPATIBLE_PRESETS
 from ollm_lite.types import Message, ModelInfo, ProviderCapabilities, ProviderRequest
 
@@ -100,6 +102,23 @@ def test_capabilities_come_from_the_backends_facts() -> None:
         assert caps.token_counting is type(backend).token_counting
         assert caps.thinking is backend.thinking
         assert caps.guided_decoding is backend.guided_decoding
+
+
+def test_the_backend_names_are_the_tables() -> None:
+    """The names a type checker accepts, and the ``backend=`` choices of the generic
+    provider, are the table's: every preset but the one with a provider of its own."""
+    assert set(get_args(BackendName)) == set(BACKENDS)
+    assert (
+        tuple(name for name, backend in BACKENDS.items() if not backend.own_provider)
+        == OPENAI_COMPATIBLE_BACKENDS
+    )
+    assert [name for name, backend in BACKENDS.items() if backend.own_provider] == ["vllm"]
+    assert VllmProvider().backend is BACKENDS["vllm"]
+    for name in OPENAI_COMPATIBLE_BACKENDS:
+        assert OpenAICompatibleProvider(backend=name).backend is BACKENDS[name]
+    with pytest.raises(ConfigError) as info:
+        OpenAICompatibleProvider(backend="vllm")
+    assert info.value.details["valid"] == list(OPENAI_COMPATIBLE_BACKENDS)
 
 
 def test_configuration_reads_the_one_table() -> None:

@@ -7,6 +7,7 @@ a real socket lives in ``test_ollama_stream.py``.
 
 from __future__ import annotations
 
+import base64
 import itertools
 import json
 import logging
@@ -946,6 +947,24 @@ def test_pull_request_shape(provider: LocalProvider, rsps: responses.RequestsMoc
     provider.pull_model("llama3.2", on_progress=seen.append)
     assert [p.status for p in seen] == ["pulling manifest", "pulling abc", "success"]
     assert seen[1].fraction == 1.0 and seen[1].digest == "sha256:abc"
+
+
+def test_pull_sends_the_base_url_credentials_too(
+    monkeypatch: pytest.MonkeyPatch, rsps: responses.RequestsMock
+) -> None:
+    """A download runs on a transport of its own (longer silences allowed), which
+    authenticates exactly like the chat transport: ``http://user:pw@host`` is Basic auth."""
+    monkeypatch.delenv("OLLAMA_API_KEY", raising=False)
+    token = base64.b64encode(b"bob:pw-canary").decode()
+    rsps.post(
+        f"{URL}/api/pull",
+        body=_ndjson({"status": "success"}),
+        match=[matchers.header_matcher({"Authorization": f"Basic {token}"})],
+        **NDJSON,
+    )
+    provider = LocalProvider(base_url=URL.replace("http://", "http://bob:pw-canary@"), retries=0)
+    provider.pull_model("llama3.2")
+    provider.close()
 
 
 # --------------------------------------------------------------------------- embeddings
