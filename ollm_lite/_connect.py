@@ -21,15 +21,58 @@ import os
 import threading
 from collections.abc import Sequence
 
-from .config import Config, ProviderConfig, canonical_provider, load_config, validate_config
-from .errors import ConfigError, OllmError
+from .config import (
+    PROVIDER_ALIASES,
+    PROVIDERS,
+    Config,
+    ProviderConfig,
+    canonical_provider,
+    load_config,
+    validate_config,
+)
+from .errors import ConfigError, OllmError, ProviderNotFound
 from .providers.base import ProviderAdapter, call_with_cancel
 
-__all__ = ["build_provider", "client_config", "require_valid", "resolve_model"]
+__all__ = ["build_provider", "client_config", "given_provider", "require_valid", "resolve_model"]
 
 logger = logging.getLogger(__name__)
 
 _MODEL_HINT = 'pass model="NAME" (CLI: --model), set OLLM_MODEL, or model = "..." in the config'
+
+
+def given_provider(
+    provider: str | ProviderAdapter | None, *, configured_by_name: bool
+) -> ProviderAdapter | None:
+    """The provider object ``connect(provider=...)`` was given, or ``None`` for a name.
+
+    Args:
+        provider: A provider name or alias, a provider object, or ``None``.
+        configured_by_name: Whether ``host``, ``hosts`` or ``api_key`` was given: they
+            configure a provider by name only.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for an object that is no provider, or one given with
+            arguments that configure a provider by name.
+        ProviderNotFound: ``PROVIDER_NOT_FOUND`` for an unknown provider name.
+    """
+    if isinstance(provider, str):
+        if canonical_provider(provider)[0] not in PROVIDERS:
+            raise ProviderNotFound(
+                f"no provider named {provider!r}; choose from {', '.join(PROVIDERS)} or an "
+                f"alias ({', '.join(sorted(PROVIDER_ALIASES))})",
+                provider=provider,
+            )
+        return None
+    if provider is None:
+        return None
+    if not callable(getattr(provider, "chat_stream", None)):
+        raise ConfigError(f"provider must be a name or a provider object, not {provider!r}")
+    if configured_by_name:
+        raise ConfigError(
+            "host=, hosts= and api_key= configure a provider by name; the provider object "
+            "given is configured already"
+        )
+    return provider
 
 
 def client_config(

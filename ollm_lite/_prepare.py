@@ -1,16 +1,17 @@
 """One script-level call, prepared: its messages and everything its requests carry.
 
-:func:`prepare_call` checks and converts what a call was given — the prompt, images and tools
-as people hold them (:mod:`~ollm_lite._inputs`), the keyword options over the client's
-defaults (:mod:`~ollm_lite._options`) — into a :class:`Call` the chat runtime can run. Every
-bad input raises ``ConfigError`` here, before anything is sent or added to a history.
+:class:`CallInputs` is what a call was given, as people hold it (the arguments of ``ask``,
+``stream``, ``run`` and ``events``). :func:`prepare_call` checks and converts it — the prompt,
+images and tools (:mod:`~ollm_lite._inputs`), the keyword options over the client's defaults
+(:mod:`~ollm_lite._options`) — into a :class:`Call` the chat runtime can run. Every bad input
+raises ``ConfigError`` here, before anything is sent or added to a history.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, TypedDict
 
 from ._call_settings import CallSettings
 from ._inputs import as_images, as_messages, as_tools
@@ -20,7 +21,31 @@ from .errors import ConfigError
 from .tools import ToolRegistry
 from .types import GenerationOptions, Message, ToolSchema
 
-__all__ = ["Call", "check_tool_choice", "prepare_call"]
+__all__ = ["Call", "CallInputs", "LoopSettings", "check_tool_choice", "prepare_call"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallInputs:
+    """The arguments of one call, unchecked (the defaults are the public methods' own)."""
+
+    prompt: Any
+    system: str | None = None
+    model: str | None = None
+    images: Any = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    tools: Any = None
+    max_turns: int | None = None
+    tool_mode: ToolMode = "auto"
+
+
+class LoopSettings(TypedDict):
+    """The :class:`~ollm_lite._chat_loop.ChatLoop` keywords a prepared call sets."""
+
+    system_prompt: str | None
+    tools: ToolRegistry | None
+    options: GenerationOptions
+    max_turns: int | None
+    tool_mode: ToolMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,46 +55,32 @@ class Call:
     history: list[Message]
     """Messages before the prompt (new lists: the loop appends to it)."""
     prompt: Message
-    system: str | None
     model: str | None
-    options: GenerationOptions
     settings: CallSettings
-    tools: ToolRegistry | None
-    max_turns: int | None
-    tool_mode: ToolMode
+    loop: LoopSettings
 
 
-def prepare_call(
-    defaults: Mapping[str, Any],
-    prompt: Any,
-    *,
-    system: str | None,
-    model: str | None,
-    images: Any,
-    options: Mapping[str, Any],
-    tools: Any = None,
-    max_turns: int | None = None,
-    tool_mode: ToolMode = "auto",
-) -> Call:
-    """Check and convert everything a call was given, ``defaults`` under ``options``.
+def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:
+    """Check and convert everything a call was given, ``defaults`` under its options.
 
     Raises:
         ConfigError: ``CONFIG_INVALID`` for a bad prompt, image, tool, option value or a
             ``tool_choice`` that names no offered tool.
     """
+    system, model = inputs.system, inputs.model
     if system is not None and not isinstance(system, str):
         raise ConfigError(f"system must be a str, not {type(system).__name__}")
     if model is not None and (not isinstance(model, str) or not model):
         raise ConfigError(f"model must be a non-empty str, not {model!r}")
-    messages = as_messages(prompt)
-    pictures = as_images(images)
+    messages = as_messages(inputs.prompt)
+    pictures = as_images(inputs.images)
     if pictures:
         last = messages[-1]
         if last.role != "user":
             raise ConfigError("images= goes with a user message; the prompt ends with another")
         messages[-1] = replace(last, parts=[*last.parts, *pictures])
-    registry, external = as_tools(tools)
-    resolved = resolve(merge(defaults, options))
+    registry, external = as_tools(inputs.tools)
+    resolved = resolve(merge(defaults, inputs.options))
     check_tool_choice(resolved.tool_choice, registry, external)
     settings = CallSettings(
         tool_choice=resolved.tool_choice,
@@ -79,17 +90,14 @@ def prepare_call(
         timeout=resolved.timeout,
         external_tools=external,
     )
-    return Call(
-        history=messages[:-1],
-        prompt=messages[-1],
-        system=system,
-        model=model,
-        options=resolved.generation,
-        settings=settings,
+    loop = LoopSettings(
+        system_prompt=system,
         tools=registry,
-        max_turns=max_turns,
-        tool_mode=tool_mode,
+        options=resolved.generation,
+        max_turns=inputs.max_turns,
+        tool_mode=inputs.tool_mode,
     )
+    return Call(messages[:-1], messages[-1], model, settings, loop)
 
 
 def check_tool_choice(

@@ -13,23 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from ._history_format import message_from_dict, message_to_dict
-from ._options import Options, check_names
-from ._outcome import failed, raise_for
-from ._reply import Reply
-from ._typed import answer_spec
-from .chat import ToolMode
-from .errors import ConfigError, OllmError
-from .types import ChatEvent, Message
+from ._script_calls import ScriptCalls
+from .errors import ConfigError
+from .types import Message
 
 if TYPE_CHECKING:
-    from ._prepare import Call
+    from ._prepare import Call, CallInputs
     from .client import Client
 
 __all__ = ["Session", "load"]
@@ -37,7 +32,7 @@ __all__ = ["Session", "load"]
 _FORMAT = "ollm-lite-session"
 
 
-class Session:
+class Session(ScriptCalls):
     """A conversation that keeps its history; create one with ``Client.session()``.
 
     Args:
@@ -45,6 +40,9 @@ class Session:
         system: The system prompt of every call (a call's own ``system=`` wins).
         tools: The tools every ``run``/``events`` call offers (a call's own ``tools=`` wins).
         messages: History to start from (copied).
+
+    Its :meth:`ask`, :meth:`stream`, :meth:`run` and :meth:`events` are the client's
+    (:class:`~ollm_lite._script_calls.ScriptCalls`), continuing this conversation.
     """
 
     def __init__(
@@ -72,112 +70,17 @@ class Session:
 
     # ------------------------------------------------------------------ calls
 
-    def ask(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str | None = None,
-        model: str | None = None,
-        schema: Any = None,
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Any:
-        """:meth:`Client.ask <ollm_lite.client.Client.ask>`, continuing this conversation."""
-        check_names(options, "ask")
-        call = self._start(prompt, system, model, images, options)
-        spec = answer_spec(schema) if schema is not None else None
-        reply, folded = self.client._reply(call, cancel, spec)
-        raise_for(reply, folded, token_limit=True)
-        return reply.value if schema is not None else reply.text
-
-    def stream(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str | None = None,
-        model: str | None = None,
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Iterator[str]:
-        """:meth:`Client.stream <ollm_lite.client.Client.stream>`, continuing this
-        conversation (the answer joins the history as it completes)."""
-        check_names(options, "stream")
-        call = self._start(prompt, system, model, images, options)
-        return self.client._pieces(call, cancel)
-
-    def run(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        tools: Any = None,
-        system: str | None = None,
-        model: str | None = None,
-        max_turns: int | None = None,
-        tool_mode: ToolMode = "auto",
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Reply:
-        """:meth:`Client.run <ollm_lite.client.Client.run>`, continuing this conversation.
-
-        After ``finish == "tool_calls"``, answer the calls left to you with
-        ``chat.run([Message.tool(result, call), ...])``.
-        """
-        check_names(options, "run")
-        call = self._start(prompt, system, model, images, options, tools, max_turns, tool_mode)
-        reply, folded = self.client._reply(call, cancel, None)
-        raise_for(reply, folded, token_limit=False)
-        return reply
-
-    def events(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        tools: Any = None,
-        system: str | None = None,
-        model: str | None = None,
-        max_turns: int | None = None,
-        tool_mode: ToolMode = "auto",
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Iterator[ChatEvent]:
-        """:meth:`Client.events <ollm_lite.client.Client.events>`, continuing this
-        conversation; never raises (a ``TypeError`` for an unknown keyword aside)."""
-        check_names(options, "events")
-        try:
-            call = self._start(prompt, system, model, images, options, tools, max_turns, tool_mode)
-        except OllmError as exc:
-            return failed(exc)
-        return self.client._events(call, cancel, [])
-
-    def _start(
-        self,
-        prompt: Any,
-        system: str | None,
-        model: str | None,
-        images: Any,
-        options: Mapping[str, Any],
-        tools: Any = None,
-        max_turns: int | None = None,
-        tool_mode: ToolMode = "auto",
-    ) -> Call:
+    def _begin(self, inputs: CallInputs) -> Call:
         """Prepare a call on this history: the prompt's earlier messages join it now, the
         prompt and the answers as the chat runs."""
-        call = self.client._prepare(
-            prompt,
-            system=system if system is not None else self.system,
-            model=model,
-            images=images,
-            options=options,
-            tools=tools if tools is not None else self.tools,
-            max_turns=max_turns,
-            tool_mode=tool_mode,
-        )
+        system = inputs.system if inputs.system is not None else self.system
+        tools = inputs.tools if inputs.tools is not None else self.tools
+        call = self.client._begin(replace(inputs, system=system, tools=tools))
         self._history.extend(call.history)
         return replace(call, history=self._history)
+
+    def _runner(self) -> Client:
+        return self.client
 
     # ------------------------------------------------------------------ persistence
 

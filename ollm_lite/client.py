@@ -27,39 +27,23 @@ Example::
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-import time
-from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from ._chat_loop import ChatLoop
-from ._connect import build_provider, client_config, require_valid, resolve_model
-from ._fold import EventFold, Folded, add_usage
+from ._connect import build_provider, client_config, given_provider, require_valid, resolve_model
+from ._fold import Folded
 from ._options import Options, check_names, resolve
-from ._outcome import drain, failed, raise_for, reply_of
-from ._prepare import Call, prepare_call
+from ._prepare import Call, CallInputs, prepare_call
 from ._reply import Reply
+from ._run_call import call_reply
+from ._script_calls import ScriptCalls
 from ._session import Session
-from ._typed import AnswerSpec, answer_spec, correction_prompt, parse_answer
-from .chat import ChatClient, ToolMode, Turn
-from .config import PROVIDER_ALIASES, PROVIDERS, canonical_provider
-from .errors import (
-    BadResponse,
-    Cancelled,
-    ConfigError,
-    OllmError,
-    ProviderNotFound,
-)
+from ._typed import AnswerSpec
+from .chat import ChatClient
+from .errors import ConfigError
 from .providers.base import ProviderAdapter
-from .types import (
-    ChatEvent,
-    ChatFinishEvent,
-    Message,
-    TextEvent,
-)
 
 if TYPE_CHECKING:
     from .config import Config
@@ -75,12 +59,10 @@ __all__ = [
     "stream",
 ]
 
-logger = logging.getLogger(__name__)
-
 DEFAULT_MAX_TURNS = 10
 
 
-class Client:
+class Client(ScriptCalls):
     """A connection to one provider with defaults for every call; use :func:`connect`.
 
     Args:
@@ -97,6 +79,9 @@ class Client:
         options: The default options.
         context_limits: Context windows by model name, from the configuration.
         schema_retries: As above; may be changed.
+
+    The calls — :meth:`ask`, :meth:`stream`, :meth:`run`, :meth:`events` — are
+    :class:`~ollm_lite._script_calls.ScriptCalls`, shared with :class:`Session`.
 
     A client is thread-safe; use it as a context manager (``with connect() as llm:``) or call
     :meth:`close` to release its connections (a later call opens new ones).
@@ -142,162 +127,7 @@ class Client:
         if callable(close):
             close()
 
-    # ------------------------------------------------------------------ public calls
-
-    def ask(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str | None = None,
-        model: str | None = None,
-        schema: Any = None,
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Any:
-        """The model's answer as a string, or as a validated ``schema`` value.
-
-        Args:
-            prompt: A ``str``, a ``Message``, or a list of messages (``Message`` or
-                ``{"role", "content"}`` dicts).
-            system: The system prompt.
-            model: The model for this call.
-            schema: A dataclass, ``TypedDict`` or JSON Schema ``dict``: the answer is
-                requested as structured output, validated and returned as that type (a
-                dataclass instance; a ``dict`` for the others).
-            images: Paths, ``bytes`` or ``ImagePart`` values added to the (last) user message.
-            cancel: Setting it stops the call (``Cancelled`` is raised).
-            **options: See :class:`~ollm_lite._options.Options`.
-
-        Returns:
-            The final answer's text, or the validated value when ``schema`` is given.
-
-        Raises:
-            TypeError: an unknown keyword.
-            OllmError: the typed error with its ``.code`` — ``CONNECTION_FAILED``,
-                ``MODEL_NOT_FOUND``, ``LLM_TIMEOUT``, ``CONFIG_INVALID`` …;
-                ``CANCELLED`` when ``cancel`` was set; ``TOKEN_LIMIT_EXCEEDED`` when the
-                prompt does not fit the model's window; ``LLM_BAD_RESPONSE`` (with
-                ``.details["raw"]``) for a typed answer that still does not validate after
-                the corrective retry.
-        """
-        check_names(options, "ask")
-        call = self._prepare(prompt, system=system, model=model, images=images, options=options)
-        reply, folded = self._reply(
-            call, cancel, answer_spec(schema) if schema is not None else None
-        )
-        raise_for(reply, folded, token_limit=True)
-        return reply.value if schema is not None else reply.text
-
-    def stream(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        system: str | None = None,
-        model: str | None = None,
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Iterator[str]:
-        """The answer's text, piece by piece as it arrives.
-
-        The arguments are checked at the call (a ``TypeError`` or ``ConfigError`` is raised
-        before iteration starts). Closing the iterator early stops the request.
-
-        Yields:
-            Text pieces; the iteration simply ends when ``cancel`` is set.
-
-        Raises:
-            OllmError: the typed error (after the pieces already yielded) when the call
-                fails; ``TOKEN_LIMIT_EXCEEDED`` when the prompt does not fit.
-        """
-        check_names(options, "stream")
-        call = self._prepare(prompt, system=system, model=model, images=images, options=options)
-        return self._pieces(call, cancel)
-
-    def run(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        tools: Any = None,
-        system: str | None = None,
-        model: str | None = None,
-        max_turns: int | None = None,
-        tool_mode: ToolMode = "auto",
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Reply:
-        """Run the whole tool loop and return what it produced.
-
-        Args:
-            tools: ``@tool`` functions, plain typed functions, a ``ToolRegistry``, or
-                OpenAI-format dicts / ``ToolSchema`` values. A tool without a handler here
-                stops the run with ``finish="tool_calls"`` when the model calls it (calls to
-                handled tools of the same turn still run).
-            max_turns: Most model turns (default 10).
-            tool_mode: ``"auto"``, ``"native"`` or ``"react"``.
-            (others as :meth:`ask`)
-
-        Returns:
-            The :class:`Reply` (``finish``: ``complete``, ``max_turns``, ``loop_detected``,
-            ``token_limit`` or ``tool_calls``).
-
-        Raises:
-            OllmError: the typed error when the chat ends in ``error``; ``Cancelled`` when
-                ``cancel`` was set.
-        """
-        check_names(options, "run")
-        call = self._prepare(
-            prompt,
-            system=system,
-            model=model,
-            images=images,
-            options=options,
-            tools=tools,
-            max_turns=max_turns,
-            tool_mode=tool_mode,
-        )
-        reply, folded = self._reply(call, cancel, None)
-        raise_for(reply, folded, token_limit=False)
-        return reply
-
-    def events(
-        self,
-        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-        *,
-        tools: Any = None,
-        system: str | None = None,
-        model: str | None = None,
-        max_turns: int | None = None,
-        tool_mode: ToolMode = "auto",
-        images: Iterable[Any] | None = None,
-        cancel: threading.Event | None = None,
-        **options: Unpack[Options],
-    ) -> Iterator[ChatEvent]:
-        """Every chat event of the tool loop; never raises (failures are ``ErrorEvent``).
-
-        Yields:
-            Chat events, ending with exactly one ``ChatFinishEvent``.
-
-        Raises:
-            TypeError: an unknown keyword (at the call, the one exception).
-        """
-        check_names(options, "events")
-        try:
-            call = self._prepare(
-                prompt,
-                system=system,
-                model=model,
-                images=images,
-                options=options,
-                tools=tools,
-                max_turns=max_turns,
-                tool_mode=tool_mode,
-            )
-        except OllmError as exc:
-            return failed(exc)
-        return self._events(call, cancel, [])
+    # ------------------------------------------------------------------ calls
 
     def map(
         self,
@@ -347,9 +177,21 @@ class Client:
 
     # ------------------------------------------------------------------ internals
 
-    def _prepare(self, prompt: Any, **kwargs: Any) -> Call:
+    def _begin(self, inputs: CallInputs) -> Call:
+        return prepare_call(self.options, inputs)
+
+    def _runner(self) -> Client:
+        return self
+
+    def _prepare(self, prompt: Any, **inputs: Any) -> Call:
         """:func:`~ollm_lite._prepare.prepare_call` with this client's option defaults."""
-        return prepare_call(self.options, prompt, **kwargs)
+        return self._begin(CallInputs(prompt, **inputs))
+
+    def _reply(
+        self, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
+    ) -> tuple[Reply, Folded]:
+        """Drive the call to its end; never raises for the chat's own outcome."""
+        return call_reply(self, call, cancel, spec)
 
     def resolved_model(self) -> str:
         """The model calls use: the configured one, else the server's only chat model (asked
@@ -369,103 +211,6 @@ class Client:
             if not self.model:
                 self.model = resolve_model(None, self.provider, cancel=cancel)
             return self.model
-
-    def _events(
-        self,
-        call: Call,
-        cancel: threading.Event | None,
-        turns: list[Turn],
-        *,
-        response_format: Any = None,
-        deadline: float | None = None,
-    ) -> Generator[ChatEvent, None, None]:
-        """The chat runtime's events for ``call`` (the loop appends to ``call.history``)."""
-        try:
-            model = self._model(call.model, cancel)  # may list the server's models
-        except Cancelled:
-            yield ChatFinishEvent("cancelled")
-            return
-        except OllmError as exc:
-            yield from failed(exc)
-            return
-        settings = call.settings
-        if deadline is None and settings.timeout is not None:
-            deadline = time.monotonic() + settings.timeout
-        settings = replace(settings, response_format=response_format, deadline=deadline)
-        loop = ChatLoop(
-            self._chat,
-            call.history,
-            turns,
-            model=model,
-            system_prompt=call.system,
-            tools=call.tools,
-            options=call.options,
-            max_turns=call.max_turns,
-            cancel=cancel,
-            tool_mode=call.tool_mode,
-            settings=settings,
-        )
-        events = loop.run(call.prompt, ())
-        try:
-            yield from events
-        finally:
-            close = getattr(events, "close", None)
-            if close is not None:
-                close()
-
-    def _pieces(self, call: Call, cancel: threading.Event | None) -> Iterator[str]:
-        fold = EventFold()
-        events = self._events(call, cancel, [])
-        try:
-            for event in events:
-                fold.add(event)
-                if isinstance(event, TextEvent) and event.value:
-                    yield event.value
-        finally:  # the caller stopped early: stop the request now, not at garbage collection
-            events.close()
-        folded = fold.result()
-        if folded.finish == "cancelled":
-            return
-        raise_for(reply_of(folded, [], 0), folded, token_limit=True)
-
-    def _reply(
-        self, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
-    ) -> tuple[Reply, Folded]:
-        """Drive the call to its end; never raises for the chat's own outcome."""
-        timeout = call.settings.timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        schema = spec.schema if spec is not None else None
-        turns: list[Turn] = []
-        folded = drain(self._events(call, cancel, turns, response_format=schema, deadline=deadline))
-        reply = reply_of(folded, call.history, len(turns))
-        if spec is None or reply.finish != "complete":
-            return reply, folded
-        usage = reply.usage
-        for attempt in range(self.schema_retries + 1):
-            value, errors = parse_answer(reply.text, spec)
-            if not errors:
-                reply.value = value
-                return reply, folded
-            if attempt == self.schema_retries:
-                break
-            logger.debug("typed answer did not validate (%s); asking again", "; ".join(errors))
-            retry = replace(call, prompt=Message.user(correction_prompt(errors, spec)))
-            folded = drain(
-                self._events(retry, cancel, turns, response_format=schema, deadline=deadline)
-            )
-            usage = add_usage(usage, folded.usage)
-            reply = reply_of(folded, call.history, len(turns))
-            reply.usage = usage
-            if reply.finish != "complete":
-                return reply, folded
-        attempts = self.schema_retries + 1
-        reply.error = BadResponse(
-            f"the answer did not match {spec.name} after {attempts} "
-            f"attempt{'s' if attempts > 1 else ''}: {'; '.join(errors[:5])}",
-            details={"raw": reply.text, "errors": errors, "attempts": attempts},
-        )
-        reply.finish = "error"
-        return reply, folded
 
 
 # --------------------------------------------------------------------------- connect
@@ -507,20 +252,8 @@ def connect(
         ProviderNotFound: ``PROVIDER_NOT_FOUND`` for an unknown provider name.
     """
     check_names(options, "connect")
-    given = None if provider is None or isinstance(provider, str) else provider
-    if given is not None and not callable(getattr(given, "chat_stream", None)):
-        raise ConfigError(f"provider must be a name or a provider object, not {provider!r}")
-    if given is not None and (host is not None or api_key is not None or hosts is not None):
-        raise ConfigError(
-            "host=, hosts= and api_key= configure a provider by name; the provider object "
-            "given is configured already"
-        )
-    if isinstance(provider, str) and canonical_provider(provider)[0] not in PROVIDERS:
-        raise ProviderNotFound(
-            f"no provider named {provider!r}; choose from {', '.join(PROVIDERS)} or an alias "
-            f"({', '.join(sorted(PROVIDER_ALIASES))})",
-            provider=provider,
-        )
+    by_name = host is not None or api_key is not None or hosts is not None
+    given = given_provider(provider, configured_by_name=by_name)
     settings = client_config(
         config,
         provider=provider if isinstance(provider, str) else None,
@@ -554,37 +287,20 @@ def default_client() -> Client:
         return _default
 
 
-def ask(
-    prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-    *,
-    system: str | None = None,
-    model: str | None = None,
-    schema: Any = None,
-    images: Iterable[Any] | None = None,
-    cancel: threading.Event | None = None,
-    **options: Unpack[Options],
-) -> Any:
-    """:meth:`Client.ask` on the default client (``connect()``, created once per process)."""
-    check_names(options, "ask")
-    return default_client().ask(
-        prompt, system=system, model=model, schema=schema, images=images, cancel=cancel, **options
-    )
+class _DefaultClientCalls(ScriptCalls):
+    """The script calls on the default client, connected when a call first needs it (after
+    its keywords are checked)."""
+
+    def _begin(self, inputs: CallInputs) -> Call:
+        return default_client()._begin(inputs)
+
+    def _runner(self) -> Client:
+        return default_client()
 
 
-def stream(
-    prompt: str | Message | Sequence[Message | Mapping[str, Any]],
-    *,
-    system: str | None = None,
-    model: str | None = None,
-    images: Iterable[Any] | None = None,
-    cancel: threading.Event | None = None,
-    **options: Unpack[Options],
-) -> Iterator[str]:
-    """:meth:`Client.stream` on the default client (``connect()``, created once per process)."""
-    check_names(options, "stream")
-    return default_client().stream(
-        prompt, system=system, model=model, images=images, cancel=cancel, **options
-    )
+_on_default_client = _DefaultClientCalls()
+ask = _on_default_client.ask
+stream = _on_default_client.stream
 
 
 def load_session(path: str | os.PathLike[str], client: Client | None = None) -> Session:
