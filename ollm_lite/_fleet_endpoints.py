@@ -5,18 +5,22 @@ failure that happened before any answer. :func:`failover_reason` sorts such an e
 ``"down"`` (refused, unreachable, 5xx, no connection within the connect timeout) or ``"busy"``
 (429); :meth:`Endpoint.finish` turns it into a rest: for ``"down"`` the backoff doubles per
 consecutive failure up to its maximum, for ``"busy"`` the server's ``Retry-After`` (at most
-:data:`MAX_RETRY_AFTER_S`) rests that one endpoint. Endpoints hold no lock of their own: the
-fleet's router holds its lock around every change.
+:data:`MAX_RETRY_AFTER_S`) rests that one endpoint. :func:`health_of` sums the endpoints'
+health checks up into the fleet's. Endpoints hold no lock of their own: the fleet's router
+holds its lock around every change.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from .errors import ConnectionFailed, HTTPStatusError, OllmError, RateLimited, RequestTimeout
 from .providers.base import ProviderAdapter
+from .types import ErrorInfo, HealthStatus
 
 __all__ = [
     "DEFAULT_PER_HOST",
@@ -25,6 +29,7 @@ __all__ = [
     "EndpointStatus",
     "Failover",
     "failover_reason",
+    "health_of",
 ]
 
 # The fleet's documented logger (ejections at WARNING, returns at INFO).
@@ -145,3 +150,30 @@ class Endpoint:
                 self.url, rest, error.code, self.failures,
             )  # fmt: skip
         return reason
+
+
+def health_of(checks: Sequence[HealthStatus], *, provider: str, base_url: str) -> HealthStatus:
+    """The fleet's health from its endpoints' ``checks``: healthy when one of them is.
+
+    The fastest healthy endpoint gives the latency and version; with none healthy, the error
+    lists every endpoint's reason.
+    """
+    good = [c for c in checks if c.ok]
+    best = min(good, key=lambda c: c.latency_ms or 0.0) if good else checks[0]
+    error = None
+    if not good:
+        reasons = "; ".join(c.error.message for c in checks if c.error)
+        error = ErrorInfo(
+            f"no endpoint of the fleet answers ({reasons})",
+            "CONNECTION_FAILED",
+            {"endpoints": [c.base_url for c in checks]},
+        )
+    return HealthStatus(
+        ok=bool(good),
+        provider=provider,
+        base_url=base_url,
+        checked_at=datetime.now(UTC),
+        latency_ms=best.latency_ms,
+        version=best.version,
+        error=error,
+    )

@@ -5,7 +5,8 @@ recently) that is not resting and below its limit, waiting while none is; it lea
 endpoint's limit once (``per_host``, else the server's ``parallel_slots()``, else
 :data:`~ollm_lite._fleet_endpoints.DEFAULT_PER_HOST`). :meth:`Router.call` moves a request
 that failed before answering to another endpoint, and never back to one that failed it while
-another has not; it gives up after ``max_attempts`` once every endpoint failed it. The health
+another has not; it gives up after ``max_attempts`` once every endpoint failed it.
+:meth:`Router.stream` does the same for a stream until its first event, never after. The health
 bookkeeping itself is :mod:`ollm_lite._fleet_endpoints`'s job.
 """
 
@@ -13,13 +14,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ._fleet_endpoints import DEFAULT_PER_HOST, Endpoint, EndpointStatus, Failover, logger
-from .errors import Cancelled, OllmError
+from ._fleet_endpoints import (
+    DEFAULT_PER_HOST,
+    Endpoint,
+    EndpointStatus,
+    Failover,
+    failover_reason,
+    logger,
+)
+from .errors import Cancelled, OllmError, error_from_code
 from .providers.base import ProviderAdapter, call_with_cancel
+from .types import ErrorEvent, ErrorInfo, FinishEvent, ProviderEvent, ProviderRequest
 
 __all__ = ["Router"]
 
@@ -157,6 +166,47 @@ class Router:
                 raise
             self.release(endpoint, None)
             return value
+
+    def stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        """``chat_stream`` on the least busy endpoint; moved on while it fails before an event.
+
+        Once an event was yielded, the stream belongs to that endpoint: a later error ends it
+        with the member's ``ErrorEvent`` and is never replayed elsewhere.
+        """
+        failed: set[Endpoint] = set()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                endpoint = self.acquire(request.cancel, avoid=failed)
+            except Cancelled:
+                yield FinishEvent("cancelled")
+                return
+            error: OllmError | None = None
+            stream: Iterator[ProviderEvent] = iter(())
+            try:
+                stream = endpoint.provider.chat_stream(request)
+                first = next(stream, None)
+                if isinstance(first, ErrorEvent):
+                    error = error_from_code(first.error)
+                    if failover_reason(error) is not None and not self.spent(
+                        attempt, failed, endpoint
+                    ):
+                        continue  # nothing reached the caller: the finally rests it
+                if first is None:
+                    error = error_from_code(
+                        ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE")
+                    )
+                    yield ErrorEvent(error.to_info())
+                    return
+                yield first
+                yield from stream
+                return
+            finally:
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
+                self.release(endpoint, error)
 
     def spent(self, attempt: int, failed: set[Endpoint], endpoint: Endpoint) -> bool:
         """Record that ``endpoint`` failed this request; whether the request must give up.

@@ -39,7 +39,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any
 
 from ._fleet_endpoints import (
@@ -49,16 +48,14 @@ from ._fleet_endpoints import (
     EndpointStatus,
     Failover as Failover,
     failover_reason as failover_reason,
+    health_of,
 )
 from ._fleet_routing import Router
-from .errors import Cancelled, ConfigError, OllmError, error_from_code
+from .errors import ConfigError
 from .providers.base import ProviderAdapter, call_with_cancel
 from .types import (
     ChatResult,
     EmbeddingResult,
-    ErrorEvent,
-    ErrorInfo,
-    FinishEvent,
     HealthStatus,
     ModelInfo,
     ProviderCapabilities,
@@ -193,40 +190,7 @@ class Fleet:
         Once an event was yielded, the stream belongs to that endpoint: a later error ends it
         with the member's ``ErrorEvent`` and is never replayed elsewhere.
         """
-        failed: set[Endpoint] = set()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                endpoint = self._router.acquire(request.cancel, avoid=failed)
-            except Cancelled:
-                yield FinishEvent("cancelled")
-                return
-            error: OllmError | None = None
-            stream: Iterator[ProviderEvent] = iter(())
-            try:
-                stream = endpoint.provider.chat_stream(request)
-                first = next(stream, None)
-                if isinstance(first, ErrorEvent):
-                    error = error_from_code(first.error)
-                    if failover_reason(error) is not None and not self._router.spent(
-                        attempt, failed, endpoint
-                    ):
-                        continue  # nothing reached the caller: the finally rests it
-                if first is None:
-                    error = error_from_code(
-                        ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE")
-                    )
-                    yield ErrorEvent(error.to_info())
-                    return
-                yield first
-                yield from stream
-                return
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
-                self._router.release(endpoint, error)
+        return self._router.stream(request)
 
     # ------------------------------------------------------------------ the rest
 
@@ -302,25 +266,7 @@ class Fleet:
                     self._endpoints,
                 )
             )
-        good = [c for c in checks if c.ok]
-        best = min(good, key=lambda c: c.latency_ms or 0.0) if good else checks[0]
-        error = None
-        if not good:
-            reasons = "; ".join(c.error.message for c in checks if c.error)
-            error = ErrorInfo(
-                f"no endpoint of the fleet answers ({reasons})",
-                "CONNECTION_FAILED",
-                {"endpoints": [c.base_url for c in checks]},
-            )
-        return HealthStatus(
-            ok=bool(good),
-            provider=self.name,
-            base_url=self.base_url,
-            checked_at=datetime.now(UTC),
-            latency_ms=best.latency_ms,
-            version=best.version,
-            error=error,
-        )
+        return health_of(checks, provider=self.name, base_url=self.base_url)
 
 
 def fleet_from_hosts(
