@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import (
@@ -46,7 +46,8 @@ from .jsonrpc import (
     Failed,
     Message,
     Notification,
-    Oversized,
+    OnClose,
+    OnMessage,
     Request,
     RequestId,
     Response,
@@ -61,9 +62,6 @@ logger = logging.getLogger(__name__)
 _ACCEPT = "application/json, text/event-stream"
 _RESUME_ATTEMPTS = 5
 _CLOSE_TIMEOUT_S = 5.0
-
-OnMessage = Callable[[Message | Oversized | BadResponse | Failed], None]
-OnClose = Callable[[OllmError], None]
 
 
 class SessionExpired(ConnectionFailed):
