@@ -126,7 +126,11 @@ class HttpTransport:
             ).start()
             return
         with self._http.open_stream(
-            "POST", self.url, json_body=_wire(message), headers=self._headers(), retry=False
+            "POST",
+            self.url,
+            json_body=message_object(message),
+            headers=self._headers(),
+            retry=False,
         ) as response:
             response.read_body(self.max_message_bytes)
         if isinstance(message, Notification) and message.method == "notifications/initialized":
@@ -221,7 +225,7 @@ class HttpTransport:
         with self._http.open_stream(
             "POST",
             self.url,
-            json_body=_wire(request),
+            json_body=message_object(request),
             headers=headers,
             cancel=abort,
             retry=False,
@@ -352,7 +356,3 @@ class HttpTransport:
         callback = self._on_message
         if callback is not None:
             callback(Failed(request_id, error))
-
-
-def _wire(message: Message) -> Any:
-    return message_object(message)
