@@ -26,6 +26,10 @@ failing server, while the fleet moves on at once. :func:`fleet_from_hosts` build
 
 Ejections and returns are logged at WARNING / INFO (logger ``ollm_lite.fleet``);
 :meth:`Fleet.status` and :meth:`Fleet.health_note` feed progress displays.
+
+This module is the provider facade; each endpoint's load and health (when it is ejected, for
+how long) live in :mod:`ollm_lite._fleet_endpoints`, the choice of an endpoint and the moving
+of a failed request in :mod:`ollm_lite._fleet_routing`.
 """
 
 from __future__ import annotations
@@ -35,27 +39,23 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Any
 
-from .errors import (
-    Cancelled,
-    ConfigError,
-    ConnectionFailed,
-    HTTPStatusError,
-    OllmError,
-    RateLimited,
-    RequestTimeout,
-    error_from_code,
+from ._fleet_endpoints import (
+    DEFAULT_PER_HOST,
+    MAX_RETRY_AFTER_S as MAX_RETRY_AFTER_S,
+    Endpoint,
+    EndpointStatus,
+    Failover as Failover,
+    failover_reason as failover_reason,
+    health_of,
 )
+from ._fleet_routing import Router
+from .errors import ConfigError
 from .providers.base import ProviderAdapter, call_with_cancel
 from .types import (
     ChatResult,
     EmbeddingResult,
-    ErrorEvent,
-    ErrorInfo,
-    FinishEvent,
     HealthStatus,
     ModelInfo,
     ProviderCapabilities,
@@ -67,70 +67,6 @@ from .types import (
 __all__ = ["DEFAULT_PER_HOST", "EndpointStatus", "Fleet", "fleet_from_hosts"]
 
 logger = logging.getLogger(__name__)
-
-#: Requests in flight per endpoint when neither ``per_host`` nor the server says.
-DEFAULT_PER_HOST = 4
-#: Longest rest a ``Retry-After`` may impose on one endpoint.
-MAX_RETRY_AFTER_S = 60.0
-_WAIT_SLICE_S = 0.05
-
-_T = TypeVar("_T")
-Failover = Literal["down", "busy"]
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointStatus:
-    """One endpoint of a fleet, as seen right now."""
-
-    url: str
-    in_flight: int
-    limit: int | None
-    """Requests allowed in flight (``None`` until the first request found it out)."""
-    up: bool
-    """Not resting after a failure."""
-    resting_for: float
-    """Seconds until it takes requests again (0 when up)."""
-    failures: int
-    """Consecutive failures (0 after a success)."""
-    served: int
-    """Requests answered through it."""
-
-
-class _Endpoint:
-    __slots__ = (
-        "failures",
-        "in_flight",
-        "last_pick",
-        "limit",
-        "provider",
-        "rest_until",
-        "served",
-        "url",
-    )
-
-    def __init__(self, provider: ProviderAdapter, limit: int | None) -> None:
-        self.provider = provider
-        self.url = str(getattr(provider, "base_url", "") or repr(provider))
-        self.limit = limit
-        self.in_flight = 0
-        self.rest_until = 0.0
-        self.failures = 0
-        self.served = 0
-        self.last_pick = 0
-
-
-def failover_reason(error: OllmError) -> Failover | None:
-    """Whether ``error`` (raised before any answer) should move the request elsewhere."""
-    if isinstance(error, RateLimited):
-        return "busy"
-    if isinstance(error, ConnectionFailed):
-        return "down"
-    status = error.details.get("status")
-    if isinstance(error, HTTPStatusError | RequestTimeout) and isinstance(status, int):
-        return "down" if status >= 500 else None
-    if isinstance(error, RequestTimeout) and not error.details:
-        return "down"  # the connection could not be opened in time; nothing was sent
-    return None
 
 
 class Fleet:
@@ -168,15 +104,22 @@ class Fleet:
             isinstance(per_host, bool) or not isinstance(per_host, int) or per_host < 1
         ):
             raise ConfigError(f"per_host must be a positive integer, got {per_host!r}")
-        self._endpoints = [_Endpoint(m, per_host) for m in members]
-        self._per_host = per_host
-        self._backoff = backoff
-        self._max_backoff = max_backoff
-        self._clock = clock
-        self._cond = threading.Condition()
-        self._limits_lock = threading.Lock()
-        self._picks = 0
-        self.max_attempts = max(3, len(members) + 1)
+        self._router = Router(
+            [Endpoint(m, per_host) for m in members],
+            backoff=backoff,
+            max_backoff=max_backoff,
+            clock=clock,
+        )
+        self._endpoints = self._router.endpoints
+
+    @property
+    def max_attempts(self) -> int:
+        """Tries a request gets before it raises (once every endpoint failed it)."""
+        return self._router.max_attempts
+
+    @max_attempts.setter
+    def max_attempts(self, value: int) -> None:
+        self._router.max_attempts = value
 
     # ------------------------------------------------------------------ identity
 
@@ -211,25 +154,11 @@ class Fleet:
     @property
     def capacity(self) -> int:
         """Requests the whole fleet takes at once (the sum of the endpoints' limits)."""
-        self._ensure_limits(None)
-        return sum(e.limit or DEFAULT_PER_HOST for e in self._endpoints)
+        return self._router.capacity()
 
     def status(self) -> list[EndpointStatus]:
         """Every endpoint's load and health, in the order given."""
-        now = self._clock()
-        with self._cond:
-            return [
-                EndpointStatus(
-                    url=e.url,
-                    in_flight=e.in_flight,
-                    limit=e.limit,
-                    up=e.rest_until <= now,
-                    resting_for=max(0.0, e.rest_until - now),
-                    failures=e.failures,
-                    served=e.served,
-                )
-                for e in self._endpoints
-            ]
+        return self._router.status()
 
     def health_note(self) -> str:
         """``"hosts 2/3 up"`` (for progress lines)."""
@@ -243,130 +172,6 @@ class Fleet:
             if callable(close):
                 close()
 
-    # ------------------------------------------------------------------ limits
-
-    def _ensure_limits(self, cancel: threading.Event | None) -> None:
-        if all(e.limit is not None for e in self._endpoints):
-            return
-        with self._limits_lock:
-            unknown = [e for e in self._endpoints if e.limit is None]
-            if not unknown:
-                return
-            with ThreadPoolExecutor(max_workers=len(unknown)) as pool:
-                found = list(pool.map(lambda e: _server_slots(e.provider, cancel), unknown))
-            if cancel is not None and cancel.is_set():
-                return  # the answers may be cut short: ask again next time
-            with self._cond:
-                for endpoint, slots in zip(unknown, found, strict=True):
-                    endpoint.limit = slots or DEFAULT_PER_HOST
-                    logger.debug("fleet: %s takes %d at a time", endpoint.url, endpoint.limit)
-                self._cond.notify_all()
-
-    # ------------------------------------------------------------------ routing
-
-    def _acquire(
-        self,
-        cancel: threading.Event | None,
-        *,
-        bounded: bool = True,
-        avoid: set[_Endpoint] | None = None,
-    ) -> _Endpoint:
-        """A slot on the least busy endpoint, waiting while none is free.
-
-        ``avoid``: endpoints that already failed this request; used again only once every
-        endpoint has (a request waits for a busy good server rather than re-trying a dead one
-        whose rest just ended).
-        """
-        self._ensure_limits(cancel)
-        pool = [e for e in self._endpoints if not avoid or e not in avoid] or self._endpoints
-        with self._cond:
-            while True:
-                if cancel is not None and cancel.is_set():
-                    raise Cancelled("the request was cancelled", provider=self.name)
-                now = self._clock()
-                ready = [
-                    e
-                    for e in pool
-                    if e.rest_until <= now
-                    and (not bounded or e.in_flight < (e.limit or DEFAULT_PER_HOST))
-                ]
-                if ready:
-                    chosen = min(ready, key=lambda e: (e.in_flight, e.last_pick))
-                    self._picks += 1
-                    chosen.last_pick = self._picks
-                    chosen.in_flight += 1
-                    return chosen
-                waits = [e.rest_until - now for e in pool if e.rest_until > now]
-                timeout = min([_WAIT_SLICE_S, *waits]) if cancel is not None or waits else None
-                self._cond.wait(timeout=None if timeout is None else max(timeout, 0.001))
-
-    def _release(self, endpoint: _Endpoint, error: OllmError | None) -> Failover | None:
-        """Free the slot; rest the endpoint when ``error`` says it is down or busy."""
-        reason = failover_reason(error) if error is not None else None
-        with self._cond:
-            endpoint.in_flight -= 1
-            now = self._clock()
-            if reason is None:
-                if error is None:
-                    endpoint.served += 1
-                if endpoint.failures and error is None:
-                    logger.info("fleet: %s answers again", endpoint.url)
-                    endpoint.failures = 0
-            elif reason == "busy":
-                assert isinstance(error, RateLimited)
-                rest = min(MAX_RETRY_AFTER_S, error.retry_after or self._backoff)
-                endpoint.rest_until = max(endpoint.rest_until, now + rest)
-                logger.warning("fleet: %s is rate limiting; resting it %.1f s", endpoint.url, rest)
-            else:
-                endpoint.failures += 1
-                rest = min(self._max_backoff, self._backoff * 2 ** (endpoint.failures - 1))
-                endpoint.rest_until = max(endpoint.rest_until, now + rest)
-                assert error is not None
-                logger.warning(
-                    "fleet: %s ejected for %.1f s after %s (%d in a row)",
-                    endpoint.url, rest, error.code, endpoint.failures,
-                )  # fmt: skip
-            self._cond.notify_all()
-        return reason
-
-    def _call(
-        self,
-        fn: Callable[[ProviderAdapter], _T],
-        cancel: threading.Event | None = None,
-        *,
-        bounded: bool = True,
-    ) -> _T:
-        """``fn(member)`` on the least busy endpoint, moving on while it fails before answering.
-
-        ``bounded=False`` (quick metadata calls) does not wait for a free slot: a model's
-        context length should not queue behind long generations.
-        """
-        failed: set[_Endpoint] = set()
-        attempt = 0
-        while True:
-            attempt += 1
-            endpoint = self._acquire(cancel, bounded=bounded, avoid=failed)
-            try:
-                value = fn(endpoint.provider)
-            except OllmError as exc:
-                if self._release(endpoint, exc) is None or self._spent(attempt, failed, endpoint):
-                    raise
-                logger.debug("fleet: moving a request off %s (%s)", endpoint.url, exc.code)
-                continue
-            except BaseException:
-                self._release(endpoint, None)
-                raise
-            self._release(endpoint, None)
-            return value
-
-    def _spent(self, attempt: int, failed: set[_Endpoint], endpoint: _Endpoint) -> bool:
-        """Record that ``endpoint`` failed this request; whether the request must give up.
-
-        It gives up once every endpoint failed it and ``max_attempts`` were made.
-        """
-        failed.add(endpoint)
-        return attempt >= self.max_attempts and len(failed) == len(self._endpoints)
-
     # ------------------------------------------------------------------ chat
 
     def chat(self, request: ProviderRequest) -> ChatResult:
@@ -377,7 +182,7 @@ class Fleet:
                 errors that another server would repeat (``MODEL_NOT_FOUND``, 4xx …).
             Cancelled: ``CANCELLED`` when ``request.cancel`` was set.
         """
-        return self._call(lambda p: p.chat(request), request.cancel)
+        return self._router.call(lambda p: p.chat(request), request.cancel)
 
     def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
         """Stream one answer; a failure before the first event moves it to another endpoint.
@@ -385,42 +190,17 @@ class Fleet:
         Once an event was yielded, the stream belongs to that endpoint: a later error ends it
         with the member's ``ErrorEvent`` and is never replayed elsewhere.
         """
-        failed: set[_Endpoint] = set()
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                endpoint = self._acquire(request.cancel, avoid=failed)
-            except Cancelled:
-                yield FinishEvent("cancelled")
-                return
-            error: OllmError | None = None
-            stream: Iterator[ProviderEvent] = iter(())
-            try:
-                stream = endpoint.provider.chat_stream(request)
-                first = next(stream, None)
-                if isinstance(first, ErrorEvent):
-                    error = error_from_code(first.error)
-                    if failover_reason(error) is not None and not self._spent(
-                        attempt, failed, endpoint
-                    ):
-                        continue  # nothing reached the caller: the finally rests it
-                if first is None:
-                    error = error_from_code(
-                        ErrorInfo("the stream ended without a finish", "LLM_BAD_RESPONSE")
-                    )
-                    yield ErrorEvent(error.to_info())
-                    return
-                yield first
-                yield from stream
-                return
-            finally:
-                close = getattr(stream, "close", None)
-                if close is not None:
-                    close()
-                self._release(endpoint, error)
+        return self._router.stream(request)
 
     # ------------------------------------------------------------------ the rest
+
+    def _ask(
+        self, method: str, *args: Any, cancel: threading.Event | None, bounded: bool = False
+    ) -> Any:
+        """``member.<method>(*args)`` on the least busy endpoint (unbounded: metadata calls)."""
+        return self._router.call(
+            lambda p: call_with_cancel(p, method, *args, cancel=cancel), cancel, bounded=bounded
+        )
 
     def embed(
         self,
@@ -430,57 +210,36 @@ class Fleet:
         cancel: threading.Event | None = None,
     ) -> EmbeddingResult:
         """Embedding vectors from the least busy endpoint."""
-        answer: EmbeddingResult = self._call(
-            lambda p: call_with_cancel(p, "embed", texts, model, cancel=cancel), cancel
-        )
+        answer: EmbeddingResult = self._ask("embed", texts, model, cancel=cancel, bounded=True)
         return answer
 
     def count_tokens(
         self, request: ProviderRequest, *, cancel: threading.Event | None = None
     ) -> int:
         """Tokens ``request`` uses (asked of one endpoint)."""
-        cancel = cancel or request.cancel
-        answer: int = self._call(
-            lambda p: call_with_cancel(p, "count_tokens", request, cancel=cancel),
-            cancel,
-            bounded=False,
-        )
+        answer: int = self._ask("count_tokens", request, cancel=cancel or request.cancel)
         return answer
 
     def context_length(self, model: str, *, cancel: threading.Event | None = None) -> int | None:
         """The model's context window (asked of one endpoint)."""
-        answer: int | None = self._call(
-            lambda p: call_with_cancel(p, "context_length", model, cancel=cancel),
-            cancel,
-            bounded=False,
-        )
+        answer: int | None = self._ask("context_length", model, cancel=cancel)
         return answer
 
     def list_models(self, *, cancel: threading.Event | None = None) -> list[ModelInfo]:
         """The models one endpoint lists (all serve the same ones)."""
-        answer: list[ModelInfo] = self._call(
-            lambda p: call_with_cancel(p, "list_models", cancel=cancel), cancel, bounded=False
-        )
+        answer: list[ModelInfo] = self._ask("list_models", cancel=cancel)
         return answer
 
     def show_model(self, name: str, *, cancel: threading.Event | None = None) -> ModelInfo:
         """One model's details (asked of one endpoint)."""
-        answer: ModelInfo = self._call(
-            lambda p: call_with_cancel(p, "show_model", name, cancel=cancel),
-            cancel,
-            bounded=False,
-        )
+        answer: ModelInfo = self._ask("show_model", name, cancel=cancel)
         return answer
 
     def model_capabilities(
         self, model: str, *, cancel: threading.Event | None = None
     ) -> ProviderCapabilities:
         """What ``model`` can do (asked of one endpoint)."""
-        answer: ProviderCapabilities = self._call(
-            lambda p: call_with_cancel(p, "model_capabilities", model, cancel=cancel),
-            cancel,
-            bounded=False,
-        )
+        answer: ProviderCapabilities = self._ask("model_capabilities", model, cancel=cancel)
         return answer
 
     def pull_model(
@@ -507,36 +266,7 @@ class Fleet:
                     self._endpoints,
                 )
             )
-        good = [c for c in checks if c.ok]
-        best = min(good, key=lambda c: c.latency_ms or 0.0) if good else checks[0]
-        error = None
-        if not good:
-            reasons = "; ".join(c.error.message for c in checks if c.error)
-            error = ErrorInfo(
-                f"no endpoint of the fleet answers ({reasons})",
-                "CONNECTION_FAILED",
-                {"endpoints": [c.base_url for c in checks]},
-            )
-        return HealthStatus(
-            ok=bool(good),
-            provider=self.name,
-            base_url=self.base_url,
-            checked_at=datetime.now(UTC),
-            latency_ms=best.latency_ms,
-            version=best.version,
-            error=error,
-        )
-
-
-def _server_slots(provider: ProviderAdapter, cancel: threading.Event | None) -> int | None:
-    if not callable(getattr(provider, "parallel_slots", None)):
-        return None
-    try:
-        value = call_with_cancel(provider, "parallel_slots", cancel=cancel)
-    except OllmError as exc:
-        logger.debug("fleet: %r did not say its slots (%s)", provider, exc.code)
-        return None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        return health_of(checks, provider=self.name, base_url=self.base_url)
 
 
 def fleet_from_hosts(

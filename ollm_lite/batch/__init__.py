@@ -11,13 +11,20 @@ pieces: :mod:`._format` (lines in and out), :mod:`._translate` (bodies to provid
 and answers back to OpenAI objects), :mod:`._output` (the resumable writer), :mod:`._runner`
 (the thread pool), :mod:`._progress` (the CLI's progress line), :mod:`._make` (prompts to an
 input file). Spreading the requests over several servers is :mod:`ollm_lite.fleet`'s job.
+
+Resuming and stopping: every ``custom_id`` already in the output is skipped on the next run
+(failed ones too, unless ``retry_failed``), and a half-written last line is detected and
+written again. A Ctrl-C (on the main thread, where SIGINT has Python's default handler) stops
+taking new requests and lets those in flight finish; a second Ctrl-C cancels them; either way
+``KeyboardInterrupt`` is raised once the output is consistent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._format import BatchFileError
@@ -44,18 +51,13 @@ def run_batch(
     """Run every request of a batch input file not yet answered in ``output_path``.
 
     Each finished request is appended to ``output_path`` at once as one line. Run it again
-    after a crash, a reboot or a Ctrl-C and it carries on: every ``custom_id`` already in the
-    output is skipped (failed ones too, unless ``retry_failed``), and a half-written last line
-    is detected and written again. A Ctrl-C (on the main thread, where SIGINT has Python's
-    default handler) stops taking new requests and lets those in flight finish; a second
-    Ctrl-C cancels them; either way ``KeyboardInterrupt`` is raised once the output is
-    consistent.
+    after a crash, a reboot or a Ctrl-C and it carries on (see "Resuming and stopping" in
+    :mod:`ollm_lite.batch`): every ``custom_id`` already in the output is skipped.
 
     Args:
         input_path: The JSONL input (``{custom_id, method, url, body}`` lines; ``url``
             ``/v1/chat/completions`` or ``/v1/embeddings``).
-        output_path: The JSONL output (``{id, custom_id, response, error}`` lines), created or
-            resumed.
+        output_path: The JSONL output (``{id, custom_id, response, error}``), created or resumed.
         client: A connected client (``ollm_lite.connect(...)``; a fleet with ``hosts=``);
             ``None`` connects with the configuration, as the CLI does. Its model (else the
             server's only chat model) is used for lines whose body has none.
@@ -64,7 +66,7 @@ def run_batch(
             them again) and returns the summary so far.
         progress: ``None`` silent; ``True`` a progress line on stderr (a bar on a terminal);
             a callable receives the running :class:`BatchSummary` after each line.
-        retry_failed: Rewrite the output without its failed lines first (atomically), so
+        retry_failed: First rewrite the output without its failed lines (atomically), so
             they run again.
 
     Returns:
@@ -77,31 +79,35 @@ def run_batch(
         ConfigError: ``CONFIG_INVALID`` for a bad ``concurrency`` or an unwritable output.
         KeyboardInterrupt: after a Ctrl-C, once the lines in flight are written.
     """
-    if client is None:
-        from ..client import connect
+    with _connected(client) as connected:
+        return run_with_provider(
+            connected.provider,
+            str(input_path),
+            str(output_path),
+            model=connected.model,
+            resolve_model=_model_resolver(connected),
+            concurrency=concurrency,
+            cancel=cancel,
+            progress=progress,
+            retry_failed=retry_failed,
+        )
 
-        with connect() as default_client:
-            return run_batch(
-                input_path,
-                output_path,
-                client=default_client,
-                concurrency=concurrency,
-                cancel=cancel,
-                progress=progress,
-                retry_failed=retry_failed,
-            )
+
+@contextlib.contextmanager
+def _connected(client: Any) -> Iterator[Any]:
+    """``client``, else a client connected with the configuration (closed on leaving)."""
+    if client is not None:
+        yield client
+        return
+    from ..client import connect
+
+    with connect() as default_client:
+        yield default_client
+
+
+def _model_resolver(client: Any) -> Callable[[], str] | None:
     resolve = getattr(client, "resolved_model", None)
-    return run_with_provider(
-        client.provider,
-        str(input_path),
-        str(output_path),
-        model=client.model,
-        resolve_model=resolve if callable(resolve) else None,
-        concurrency=concurrency,
-        cancel=cancel,
-        progress=progress,
-        retry_failed=retry_failed,
-    )
+    return resolve if callable(resolve) else None
 
 
 def run_with_provider(

@@ -19,21 +19,12 @@ from .._options import check_names
 from .._outcome import raise_for
 from .._reply import Reply
 from .._typed import answer_spec
-from ..errors import ConfigError, OllmError
-from ._runner import DEFAULT_CONCURRENCY
+from ..errors import OllmError
+from ._runner import concurrency_for
 
 __all__ = ["map_replies", "map_unordered"]
 
 _ASK_KEYWORDS = ("system", "model", "schema", "images", "cancel")
-
-
-def _workers(client: Any, concurrency: int | None) -> int:
-    if concurrency is None:
-        capacity = getattr(client.provider, "capacity", None)
-        return capacity if isinstance(capacity, int) and capacity > 0 else DEFAULT_CONCURRENCY
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigError(f"concurrency must be a positive integer, got {concurrency!r}")
-    return concurrency
 
 
 def map_unordered(
@@ -53,7 +44,7 @@ def map_unordered(
     check_names(options, "map")
     asks = {k: keywords.get(k) for k in _ASK_KEYWORDS}
     spec = answer_spec(asks["schema"]) if asks["schema"] is not None else None
-    workers = _workers(client, concurrency)
+    workers = concurrency_for(client.provider, concurrency)
     return _pump(client, prompts, workers, asks, options, spec)
 
 

@@ -30,7 +30,7 @@ from ._output import OutputFile
 from ._summary import BatchSummary
 from ._translate import BodyProblem, ChatJob, Job, chat_completion, embeddings_list, job_for
 
-__all__ = ["DEFAULT_CONCURRENCY", "Stops", "load_jobs", "run_file"]
+__all__ = ["DEFAULT_CONCURRENCY", "Stops", "concurrency_for", "load_jobs", "run_file"]
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def run_file(
     """Run every request of ``input_path`` not yet in ``output_path``; see :func:`run_batch`."""
     started = time.monotonic()
     jobs = load_jobs(input_path, model, resolve_model)
-    workers = _concurrency(provider, concurrency)
+    workers = concurrency_for(provider, concurrency)
     if _same_file(input_path, output_path):
         raise BatchFileError(
             f"the output {output_path} is the input file; choose another output",
@@ -203,7 +203,12 @@ def _report(progress: Callable[[BatchSummary], None] | None, summary: BatchSumma
         progress(summary)
 
 
-def _concurrency(provider: ProviderAdapter, concurrency: int | None) -> int:
+def concurrency_for(provider: Any, concurrency: int | None) -> int:
+    """Requests in flight: ``concurrency``, else the provider's (a fleet's) capacity, else 4.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` when ``concurrency`` is not a positive integer.
+    """
     if concurrency is None:
         capacity = getattr(provider, "capacity", None)
         return capacity if isinstance(capacity, int) and capacity > 0 else DEFAULT_CONCURRENCY

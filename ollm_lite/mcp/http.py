@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..errors import (
@@ -46,7 +46,8 @@ from .jsonrpc import (
     Failed,
     Message,
     Notification,
-    Oversized,
+    OnClose,
+    OnMessage,
     Request,
     RequestId,
     Response,
@@ -61,9 +62,6 @@ logger = logging.getLogger(__name__)
 _ACCEPT = "application/json, text/event-stream"
 _RESUME_ATTEMPTS = 5
 _CLOSE_TIMEOUT_S = 5.0
-
-OnMessage = Callable[[Message | Oversized | BadResponse | Failed], None]
-OnClose = Callable[[OllmError], None]
 
 
 class SessionExpired(ConnectionFailed):
@@ -128,7 +126,11 @@ class HttpTransport:
             ).start()
             return
         with self._http.open_stream(
-            "POST", self.url, json_body=_wire(message), headers=self._headers(), retry=False
+            "POST",
+            self.url,
+            json_body=message_object(message),
+            headers=self._headers(),
+            retry=False,
         ) as response:
             response.read_body(self.max_message_bytes)
         if isinstance(message, Notification) and message.method == "notifications/initialized":
@@ -223,7 +225,7 @@ class HttpTransport:
         with self._http.open_stream(
             "POST",
             self.url,
-            json_body=_wire(request),
+            json_body=message_object(request),
             headers=headers,
             cancel=abort,
             retry=False,
@@ -354,7 +356,3 @@ class HttpTransport:
         callback = self._on_message
         if callback is not None:
             callback(Failed(request_id, error))
-
-
-def _wire(message: Message) -> Any:
-    return message_object(message)

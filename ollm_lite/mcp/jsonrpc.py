@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +32,12 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "ErrorResponse",
     "Failed",
+    "Incoming",
     "LineSplitter",
     "McpError",
     "Notification",
+    "OnClose",
+    "OnMessage",
     "Oversized",
     "Request",
     "Response",
@@ -130,6 +134,12 @@ class Failed:
 
 
 Message = Request | Notification | Response | ErrorResponse
+#: What a transport hands its session: a message, a message skipped for its size, output that
+#: is not JSON-RPC (reported, not raised), or the transport-side failure of one request.
+Incoming = Message | Oversized | BadResponse | Failed
+#: The session's callbacks into a transport: each incoming item, and the end of the connection.
+OnMessage = Callable[[Incoming], None]
+OnClose = Callable[[OllmError], None]
 
 
 def encode_message(message: Message) -> bytes:

@@ -47,9 +47,12 @@ from .jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     ErrorResponse,
     Failed,
+    Incoming,
     McpError,
     Message,
     Notification,
+    OnClose,
+    OnMessage,
     Oversized,
     Request,
     RequestId,
@@ -89,11 +92,7 @@ class Transport(Protocol):
 
     describe: str
 
-    def start(
-        self,
-        on_message: Callable[[Message | Oversized | BadResponse | Failed], None],
-        on_close: Callable[[OllmError], None],
-    ) -> None: ...
+    def start(self, on_message: OnMessage, on_close: OnClose) -> None: ...
 
     def send(self, message: Message) -> None: ...
 
@@ -313,13 +312,13 @@ class McpSession:
 
     # ------------------------------------------------------------------ incoming
 
-    def _on_message(self, message: Message | Oversized | BadResponse | Failed) -> None:
+    def _on_message(self, message: Incoming) -> None:
         try:
             self._dispatch(message)
         except Exception:  # a callback's bug must not stop the reader thread
             logger.warning("%s: failed to handle %r", self.label, message, exc_info=True)
 
-    def _dispatch(self, message: Message | Oversized | BadResponse | Failed) -> None:
+    def _dispatch(self, message: Incoming) -> None:
         if isinstance(message, Failed):
             with self._lock:
                 pending = self._pending.get(message.id)

@@ -28,7 +28,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import BadResponse, ConfigError, ConnectionFailed, OllmError
-from .jsonrpc import MAX_MESSAGE_BYTES, LineSplitter, Message, Oversized, encode_message
+from .jsonrpc import (
+    MAX_MESSAGE_BYTES,
+    LineSplitter,
+    Message,
+    OnClose,
+    OnMessage,
+    Oversized,
+    encode_message,
+)
 
 __all__ = ["StdioTransport"]
 
@@ -39,9 +47,6 @@ CLOSE_GRACE_S = 2.0
 TERM_GRACE_S = 3.0
 _STDERR_TAIL = 20
 _READ_SIZE = 1 << 16
-
-OnMessage = Callable[[Message | Oversized | BadResponse], None]
-OnClose = Callable[[OllmError], None]
 
 
 class StdioTransport:
