@@ -9,7 +9,6 @@ from ._config_model import (
     BACKENDS,
     PROVIDER_ALIASES,
     PROVIDERS,
-    Config,
     ConfigIssue,
     ProviderConfig,
     canonical_provider,
@@ -56,22 +55,6 @@ def check_context_limits(limits: Any) -> list[ConfigIssue]:
         )
         for name, limit in limits.items()
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
-    ]
-
-
-def check_gemini_key(config: Config) -> list[ConfigIssue]:
-    """Gemini, when it is the selected provider, needs an API key."""
-    provider: Any = config.provider
-    if not isinstance(provider, str) or canonical_provider(provider)[0] != "gemini":
-        return []
-    if config.provider_config("gemini").api_key:
-        return []
-    return [
-        ConfigIssue(
-            "providers.gemini.api_key",
-            "Gemini needs an API key: set GEMINI_API_KEY, pass --api-key, or set "
-            "api_key in [providers.gemini]",
-        )
     ]
 
 

@@ -53,7 +53,6 @@ from typing import Any
 
 from ._config_check import (
     check_context_limits,
-    check_gemini_key,
     check_model,
     check_provider,
     check_sections,
@@ -420,7 +419,7 @@ def validate_config(config: Config) -> list[ConfigIssue]:
         *check_model(config.model),
         *check_sections(config.providers),
         *check_context_limits(config.context_limits),
-        *check_gemini_key(config),
+        *_check_gemini_key(config),
     ]
     servers: Any = config.mcp_servers
     if isinstance(servers, dict):
@@ -430,4 +429,20 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     secrets = config_secrets(config)
     return [
         ConfigIssue(mask_secrets(i.path, secrets), mask_secrets(i.message, secrets)) for i in issues
+    ]
+
+
+def _check_gemini_key(config: Config) -> list[ConfigIssue]:
+    """Gemini, when it is the selected provider, needs an API key."""
+    provider: Any = config.provider
+    if not isinstance(provider, str) or canonical_provider(provider)[0] != "gemini":
+        return []
+    if config.provider_config("gemini").api_key:
+        return []
+    return [
+        ConfigIssue(
+            "providers.gemini.api_key",
+            "Gemini needs an API key: set GEMINI_API_KEY, pass --api-key, or set "
+            "api_key in [providers.gemini]",
+        )
     ]
