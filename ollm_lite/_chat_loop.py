@@ -16,7 +16,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack
 
 from ._call_settings import CallSettings
 from ._chat_strategies import (
@@ -63,15 +63,31 @@ from .types import (
 if TYPE_CHECKING:
     from .chat import ChatClient
 
-__all__ = ["ChatLoop", "ToolMode", "check_positive_int", "tool_registry"]
+__all__ = ["ChatCall", "ChatLoop", "ToolMode", "check_positive_int", "tool_registry"]
 
 logger = logging.getLogger("ollm_lite.chat")
 
 ToolMode = Literal["auto", "native", "react"]
 _TOOL_MODES: tuple[ToolMode, ...] = ("auto", "native", "react")
 
+_T = TypeVar("_T")
+
 #: The same failing call in this many turns ends the chat with ``loop_detected``.
 LOOP_LIMIT = 3
+
+
+class ChatCall(TypedDict, total=False):
+    """What one chat call may set; a key left out or ``None`` takes the client's default."""
+
+    provider: str | None
+    model: str | None
+    system_prompt: str | None
+    tools: ToolRegistry | Iterable[Any] | None
+    options: GenerationOptions | None
+    max_turns: int | None
+    cancel: threading.Event | None
+    tool_mode: ToolMode
+    settings: CallSettings | None
 
 
 class ChatLoop:
@@ -82,32 +98,22 @@ class ChatLoop:
         client: ChatClient,
         history: list[Message],
         turns: list[Turn],
-        *,
-        provider: str | None = None,
-        model: str | None = None,
-        system_prompt: str | None = None,
-        tools: ToolRegistry | Iterable[Any] | None = None,
-        options: GenerationOptions | None = None,
-        max_turns: int | None = None,
-        cancel: threading.Event | None = None,
-        tool_mode: ToolMode = "auto",
-        settings: CallSettings | None = None,
+        **call: Unpack[ChatCall],
     ) -> None:
-        """Arguments left ``None`` take the client's defaults."""
         self.client = client
         self.history = history
         self.turns = turns
-        self.provider = provider
-        self.model = model or client.model
-        self.system_prompt = client.system_prompt if system_prompt is None else system_prompt
-        self.given_tools = client.tools if tools is None else tools
+        self.provider = call.get("provider")
+        self.model = call.get("model") or client.model
+        self.system_prompt = _given(call.get("system_prompt"), client.system_prompt)
+        self.given_tools = _given(call.get("tools"), client.tools)
         self.tools: ToolRegistry | None = None
-        self.options = options or client.options
-        self.max_turns = client.max_turns if max_turns is None else max_turns
+        self.options = call.get("options") or client.options
+        self.max_turns = _given(call.get("max_turns"), client.max_turns)
         # Our own event, set when the caller's is: leaving the loop early sets only ours.
-        self.cancel = LinkedEvent(cancel)
-        self.tool_mode = tool_mode
-        self.settings = settings or CallSettings()
+        self.cancel = LinkedEvent(call.get("cancel"))
+        self.tool_mode = call.get("tool_mode", "auto")
+        self.settings = call.get("settings") or CallSettings()
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
 
@@ -441,6 +447,10 @@ def tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:
             f"tools must be a ToolRegistry or a list of tools, not {type(tools).__name__}"
         )
     return ToolRegistry(tools)  # ToolDefinitionError for an item that is no tool
+
+
+def _given(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
 
 
 def check_positive_int(name: str, value: object) -> None:
