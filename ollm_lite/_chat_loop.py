@@ -1,12 +1,12 @@
 """The turn loop behind ``ChatClient.chat`` and ``Conversation.send``.
 
 :class:`ChatLoop` holds the state of one chat call. Its loop is the same for every way of
-offering tools: before each request it checks the token budget, it streams one turn, and the
-:mod:`tool strategy <ollm_lite._chat_strategies>` says what the turn amounts to — an answer
-(the chat is complete), calls (run by :mod:`ollm_lite._tool_batch`, results back into the
-history, next turn), or a correction request. Each step says how it ended in the
-:mod:`internal vocabulary <ollm_lite._endings>`; :meth:`ChatLoop.run` maps that to the
-``ChatFinishEvent`` it always yields last.
+offering tools: before each request it checks the token budget, it streams one turn (read by
+:mod:`ollm_lite._turn_stream`), and the :mod:`tool strategy <ollm_lite._chat_strategies>`
+says what the turn amounts to — an answer (the chat is complete), calls (run by
+:mod:`ollm_lite._tool_batch`, results back into the history, next turn), or a correction
+request. Each step says how it ended in the :mod:`internal vocabulary <ollm_lite._endings>`;
+:meth:`ChatLoop.run` maps that to the ``ChatFinishEvent`` it always yields last.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack
 
 from ._call_settings import CallSettings
 from ._chat_strategies import (
@@ -34,6 +34,7 @@ from ._fold import add_usage
 from ._linked_event import LinkedEvent
 from ._safe_text import exception_text
 from ._tool_batch import run_batch
+from ._turn_stream import read_turn
 from .errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
 from .providers.base import ProviderAdapter
 from .tokens import TokenCheck
@@ -43,17 +44,13 @@ from .types import (
     ChatFinishEvent,
     ErrorEvent,
     ErrorInfo,
-    FinishEvent,
     GenerationOptions,
     ImagePart,
     Message,
     Part,
     ProviderRequest,
-    TextEvent,
     TextPart,
-    ThinkingEvent,
     ToolCall,
-    ToolCallEvent,
     ToolSchema,
     TurnCompleteEvent,
     Usage,
@@ -63,15 +60,31 @@ from .types import (
 if TYPE_CHECKING:
     from .chat import ChatClient
 
-__all__ = ["ChatLoop", "ToolMode", "check_positive_int", "tool_registry"]
+__all__ = ["ChatCall", "ChatLoop", "ToolMode", "check_positive_int", "tool_registry"]
 
 logger = logging.getLogger("ollm_lite.chat")
 
 ToolMode = Literal["auto", "native", "react"]
 _TOOL_MODES: tuple[ToolMode, ...] = ("auto", "native", "react")
 
+_T = TypeVar("_T")
+
 #: The same failing call in this many turns ends the chat with ``loop_detected``.
 LOOP_LIMIT = 3
+
+
+class ChatCall(TypedDict, total=False):
+    """What one chat call may set; a key left out or ``None`` takes the client's default."""
+
+    provider: str | None
+    model: str | None
+    system_prompt: str | None
+    tools: ToolRegistry | Iterable[Any] | None
+    options: GenerationOptions | None
+    max_turns: int | None
+    cancel: threading.Event | None
+    tool_mode: ToolMode
+    settings: CallSettings | None
 
 
 class ChatLoop:
@@ -82,32 +95,22 @@ class ChatLoop:
         client: ChatClient,
         history: list[Message],
         turns: list[Turn],
-        *,
-        provider: str | None = None,
-        model: str | None = None,
-        system_prompt: str | None = None,
-        tools: ToolRegistry | Iterable[Any] | None = None,
-        options: GenerationOptions | None = None,
-        max_turns: int | None = None,
-        cancel: threading.Event | None = None,
-        tool_mode: ToolMode = "auto",
-        settings: CallSettings | None = None,
+        **call: Unpack[ChatCall],
     ) -> None:
-        """Arguments left ``None`` take the client's defaults."""
         self.client = client
         self.history = history
         self.turns = turns
-        self.provider = provider
-        self.model = model or client.model
-        self.system_prompt = client.system_prompt if system_prompt is None else system_prompt
-        self.given_tools = client.tools if tools is None else tools
+        self.provider = call.get("provider")
+        self.model = call.get("model") or client.model
+        self.system_prompt = _given(call.get("system_prompt"), client.system_prompt)
+        self.given_tools = _given(call.get("tools"), client.tools)
         self.tools: ToolRegistry | None = None
-        self.options = options or client.options
-        self.max_turns = client.max_turns if max_turns is None else max_turns
+        self.options = call.get("options") or client.options
+        self.max_turns = _given(call.get("max_turns"), client.max_turns)
         # Our own event, set when the caller's is: leaving the loop early sets only ours.
-        self.cancel = LinkedEvent(cancel)
-        self.tool_mode = tool_mode
-        self.settings = settings or CallSettings()
+        self.cancel = LinkedEvent(call.get("cancel"))
+        self.tool_mode = call.get("tool_mode", "auto")
+        self.settings = call.get("settings") or CallSettings()
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
 
@@ -278,48 +281,13 @@ class ChatLoop:
     def _stream(
         self, adapter: ProviderAdapter, request: ProviderRequest, turn: Turn, forward: bool
     ) -> Generator[ChatEvent, None, Ending | None]:
-        """Stream one response into ``turn``: ``None`` when it finished, else how it ended."""
-        text: list[str] = []
-        thinking: list[str] = []
+        """Stream one response into ``turn`` (``None`` when it finished, else how it ended);
+        its usage joins the chat's."""
         stream = adapter.chat_stream(request)
-        ending: Ending | None = "failed"
         try:
-            for event in stream:
-                if self.cancel.is_set():  # an adapter that does not watch request.cancel
-                    ending = "cancelled"
-                    break
-                if isinstance(event, TextEvent):
-                    text.append(event.value)
-                    if forward:
-                        yield event
-                elif isinstance(event, ThinkingEvent):
-                    thinking.append(event.value)
-                    yield event
-                elif isinstance(event, ToolCallEvent):
-                    turn.tool_calls.append(event.value)
-                elif isinstance(event, FinishEvent):
-                    self.usage = add_usage(self.usage, event.usage)
-                    turn.usage = event.usage
-                    turn.finish_reason = event.reason
-                    ending = "cancelled" if event.reason == "cancelled" else None
-                    break
-                elif isinstance(event, ErrorEvent):
-                    if event.error.code == "CANCELLED" or self.cancel.is_set():
-                        ending = "cancelled"
-                    else:
-                        yield event
-                    break
-            else:  # the provider broke its contract: no terminal event
-                yield ErrorEvent(ErrorInfo(_NO_FINISH, "LLM_BAD_RESPONSE"))
+            return (yield from read_turn(stream, turn, forward=forward, cancel=self.cancel))
         finally:
-            close = getattr(stream, "close", None)
-            if close is not None:
-                close()
-            turn.text = "".join(text)
-            turn.thinking = "".join(thinking)
-        if ending is None and self.cancel.is_set() and turn.tool_calls:
-            ending = "cancelled"  # do not start tools after a cancel
-        return ending
+            self.usage = add_usage(self.usage, turn.usage)
 
     def _keep_partial(self, turn: Turn) -> None:
         """A turn that ended early keeps the text already shown, never half tool calls."""
@@ -370,9 +338,6 @@ class ChatLoop:
         for key in failed:
             self.failures[key] += 1
         return any(self.failures[key] >= LOOP_LIMIT for key in failed)
-
-
-_NO_FINISH = "the provider's stream ended without a finish event"
 
 
 def _deadline_error(limit: float | None, model: str | None) -> RequestTimeout:
@@ -441,6 +406,10 @@ def tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:
             f"tools must be a ToolRegistry or a list of tools, not {type(tools).__name__}"
         )
     return ToolRegistry(tools)  # ToolDefinitionError for an item that is no tool
+
+
+def _given(value: _T | None, default: _T) -> _T:
+    return default if value is None else value
 
 
 def check_positive_int(name: str, value: object) -> None:

@@ -16,7 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from . import _mcp_cli
 from ._config_check import url_problem as _url_problem
@@ -57,6 +57,7 @@ __all__ = [
 ]
 
 PROG = "ollm-lite"
+_N = TypeVar("_N", int, float)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
@@ -87,10 +88,7 @@ def url_text(text: str) -> str:
 
 def positive_float(text: str) -> float:
     """A finite number above 0 (argparse ``type=``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _number(text, float, "a number")
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
     return value
@@ -98,10 +96,7 @@ def positive_float(text: str) -> float:
 
 def temperature(text: str) -> float:
     """A sampling temperature, 0 to 10 (argparse ``type=``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    value = _number(text, float, "a number")
     if not 0 <= value <= 10:
         raise argparse.ArgumentTypeError(f"must be between 0 and 10, got {text!r}")
     return value
@@ -109,13 +104,17 @@ def temperature(text: str) -> float:
 
 def positive_int(text: str) -> int:
     """A whole number of at least 1 (argparse ``type=``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    value = _number(text, int, "an integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
     return value
+
+
+def _number(text: str, kind: Callable[[str], _N], what: str) -> _N:
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
 
 
 def global_flags() -> argparse.ArgumentParser:

@@ -18,6 +18,46 @@ from .http.secrets import unsendable
 from .http.urls import URLProblem, parse_base_url, without_userinfo
 
 
+def check_provider(provider: Any) -> list[ConfigIssue]:
+    """The selected provider: a string naming a known provider or alias."""
+    if not isinstance(provider, str):
+        return [type_issue("provider", "a string", provider)]
+    if canonical_provider(provider)[0] not in PROVIDERS:
+        return [ConfigIssue("provider", unknown_provider(provider))]
+    return []
+
+
+def check_model(model: Any) -> list[ConfigIssue]:
+    """The default model: unset, or a non-empty string."""
+    if model is None or (isinstance(model, str) and model.strip()):
+        return []
+    if not isinstance(model, str):
+        return [type_issue("model", "a non-empty string", model)]
+    return [ConfigIssue("model", "must not be empty")]
+
+
+def check_sections(providers: Any) -> list[ConfigIssue]:
+    """Every ``[providers.NAME]`` table."""
+    if not isinstance(providers, dict):
+        return [type_issue("providers", "a table", providers)]
+    return [
+        issue for name, section in providers.items() for issue in check_section(str(name), section)
+    ]
+
+
+def check_context_limits(limits: Any) -> list[ConfigIssue]:
+    """``[context_limits]``: a positive number of tokens per model."""
+    if not isinstance(limits, dict):
+        return [type_issue("context_limits", "a table", limits)]
+    return [
+        ConfigIssue(
+            f"context_limits.{name}", f"must be a positive integer (tokens), got {show(limit)}"
+        )
+        for name, limit in limits.items()
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1
+    ]
+
+
 def check_section(name: str, section: Any) -> list[ConfigIssue]:
     where = f"providers.{name}"
     canonical = canonical_provider(name)[0]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._safe_text import exception_text, type_name
+from ._safe_text import exception_text, json_type, type_name
 from .errors import ConfigError
 from .types import ImagePart, Message, Part, TextPart, ToolCall
 
@@ -161,16 +161,17 @@ def optional_str(data: Mapping[str, Any], key: str) -> str | None:
 
 def json_kind(value: object) -> str:
     """The JSON name of a parsed value's type, for messages about a damaged file."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return f"a {type_name(value)}"
+    kind = json_type(value)
+    if kind is None:
+        return f"a {type_name(value)}"
+    return _KIND_TEXT.get(kind, f"a {kind}")
+
+
+#: How messages name a JSON type, where that is not "a" and its JSON Schema name.
+_KIND_TEXT = {
+    "null": "null",
+    "integer": "a number",
+    "number": "a number",
+    "array": "an array",
+    "object": "an object",
+}

@@ -3,12 +3,23 @@
 ``str()`` of a foreign object runs foreign code (``__str__``, ``__repr__``, a metaclass's
 ``__name__``), which may raise anything. Every message about such an object is built here, and
 falls back to the object's type name, so reporting a failure never becomes a second failure.
+:func:`json_type` names the JSON type of a parsed value, for messages and schemas alike.
 Standard library only.
 """
 
 from __future__ import annotations
 
-__all__ = ["exception_text", "safe_str", "type_name"]
+__all__ = ["exception_text", "json_type", "safe_str", "type_name"]
+
+#: JSON Schema's name for each JSON type but null; ``bool`` before ``int``, which it subclasses.
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "object"),
+)
 
 
 def type_name(value: object) -> str:
@@ -24,22 +35,30 @@ def type_name(value: object) -> str:
 
 def safe_str(value: object) -> str:
     """``str(value)``, or ``<TypeName object>`` when its ``__str__`` raises."""
-    try:
-        text = str(value)
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # a foreign __str__ may raise anything, even SystemExit
-        return f"<{type_name(value)} object>"
-    return text if isinstance(text, str) else f"<{type_name(value)} object>"
+    text = _str_or_none(value)
+    return f"<{type_name(value)} object>" if text is None else text
 
 
 def exception_text(exc: BaseException) -> str:
     """``"TypeName: message"``, or a note in place of a message that cannot be printed."""
     name = type_name(exc)
+    message = _str_or_none(exc)
+    return f"{name} (its message cannot be printed)" if message is None else f"{name}: {message}"
+
+
+def _str_or_none(value: object) -> str | None:
+    """``str(value)``, or ``None`` when its ``__str__`` raises or gives no string."""
     try:
-        message = str(exc)
+        text = str(value)
     except KeyboardInterrupt:
         raise
     except BaseException:  # a foreign __str__ may raise anything, even SystemExit
-        return f"{name} (its message cannot be printed)"
-    return f"{name}: {message}"
+        return None
+    return text if isinstance(text, str) else None
+
+
+def json_type(value: object) -> str | None:
+    """JSON Schema's type name for a parsed JSON value (``"integer"`` …); ``None`` for others."""
+    if value is None:
+        return "null"
+    return next((name for kind, name in _JSON_TYPES if isinstance(value, kind)), None)

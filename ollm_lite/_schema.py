@@ -19,7 +19,7 @@ from copy import deepcopy
 from typing import Any, Literal
 
 from ._docstrings import parse_docstring
-from ._safe_text import safe_str
+from ._safe_text import json_type, safe_str
 from .errors import OllmError
 
 __all__ = [
@@ -180,17 +180,10 @@ def _enum_schema(values: list[Any]) -> dict[str, Any]:
 
 
 def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    raise ToolDefinitionError(f"enum value {value!r} is not a JSON scalar")
+    kind = json_type(value)
+    if kind is None or kind in ("array", "object"):
+        raise ToolDefinitionError(f"enum value {value!r} is not a JSON scalar")
+    return kind
 
 
 def _union_schema(args: tuple[Any, ...], seen: set[Any]) -> dict[str, Any]:

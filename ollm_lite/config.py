@@ -52,11 +52,12 @@ from pathlib import Path
 from typing import Any
 
 from ._config_check import (
-    check_section,
-    show,
+    check_context_limits,
+    check_model,
+    check_provider,
+    check_sections,
     type_issue,
     unknown_key,
-    unknown_provider,
     url_problem as _url_problem,  # noqa: F401  (the CLI's --host check)
 )
 from ._config_display import SECTION_KEYS as _SECTION_KEYS, config_secrets, mask_secrets, redacted
@@ -412,48 +413,14 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     A field already reported while loading (a malformed reference keeps the value as
     written) gets no second issue for that unexpanded value.
     """
-    issues: list[ConfigIssue] = []
-    # Values are checked as Any: a loaded file may hold any TOML type in any field.
-    provider: Any = config.provider
-    model: Any = config.model
-    providers: Any = config.providers
-    limits: Any = config.context_limits
-    if not isinstance(provider, str):
-        issues.append(type_issue("provider", "a string", provider))
-    elif canonical_provider(provider)[0] not in PROVIDERS:
-        issues.append(ConfigIssue("provider", unknown_provider(provider)))
-    if model is not None and (not isinstance(model, str) or not model.strip()):
-        issues.append(
-            type_issue("model", "a non-empty string", model)
-            if not isinstance(model, str)
-            else ConfigIssue("model", "must not be empty")
-        )
-    if not isinstance(providers, dict):
-        issues.append(type_issue("providers", "a table", providers))
-    else:
-        for name, section in providers.items():
-            issues.extend(check_section(str(name), section))
-    if not isinstance(limits, dict):
-        issues.append(type_issue("context_limits", "a table", limits))
-    else:
-        for name, limit in limits.items():
-            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-                issues.append(
-                    ConfigIssue(
-                        f"context_limits.{name}",
-                        f"must be a positive integer (tokens), got {show(limit)}",
-                    )
-                )
-    if isinstance(provider, str) and canonical_provider(provider)[0] == "gemini":
-        key = config.provider_config("gemini").api_key
-        if not key:
-            issues.append(
-                ConfigIssue(
-                    "providers.gemini.api_key",
-                    "Gemini needs an API key: set GEMINI_API_KEY, pass --api-key, or set "
-                    "api_key in [providers.gemini]",
-                )
-            )
+    # Each check takes Any: a loaded file may hold any TOML type in any field.
+    issues = [
+        *check_provider(config.provider),
+        *check_model(config.model),
+        *check_sections(config.providers),
+        *check_context_limits(config.context_limits),
+        *_check_gemini_key(config),
+    ]
     servers: Any = config.mcp_servers
     if isinstance(servers, dict):
         issues.extend(ConfigIssue(path, message) for path, message in mcp_issues(servers))
@@ -462,4 +429,20 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     secrets = config_secrets(config)
     return [
         ConfigIssue(mask_secrets(i.path, secrets), mask_secrets(i.message, secrets)) for i in issues
+    ]
+
+
+def _check_gemini_key(config: Config) -> list[ConfigIssue]:
+    """Gemini, when it is the selected provider, needs an API key."""
+    provider: Any = config.provider
+    if not isinstance(provider, str) or canonical_provider(provider)[0] != "gemini":
+        return []
+    if config.provider_config("gemini").api_key:
+        return []
+    return [
+        ConfigIssue(
+            "providers.gemini.api_key",
+            "Gemini needs an API key: set GEMINI_API_KEY, pass --api-key, or set "
+            "api_key in [providers.gemini]",
+        )
     ]

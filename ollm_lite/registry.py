@@ -74,10 +74,8 @@ class ProviderRegistry:
         if not isinstance(name, str) or not name:
             raise ConfigError(f"cannot register {adapter!r}: it has no name")
         with self._lock:
-            self._factories.pop(name, None)
+            self._forget(name)
             self._adapters[name] = adapter
-            self._aliases.pop(name, None)
-            self._presets.pop(name, None)
             for alias in aliases:
                 self.alias(alias, name)
 
@@ -88,10 +86,8 @@ class ProviderRegistry:
         share one class name but are separate entries).
         """
         with self._lock:
-            self._adapters.pop(name, None)
+            self._forget(name)
             self._factories[name] = factory
-            self._aliases.pop(name, None)
-            self._presets.pop(name, None)
             for alias in aliases:
                 self.alias(alias, name)
 
@@ -212,6 +208,11 @@ class ProviderRegistry:
         with self._lock:
             return dict(self._aliases)
 
+    def _forget(self, name: str) -> None:
+        """Drop every entry stored under ``name``, before a new one takes its place."""
+        for entries in (self._adapters, self._factories, self._aliases, self._presets):
+            entries.pop(name, None)
+
     def _not_found(self, name: str) -> ProviderNotFound:
         known = self.list()
         return ProviderNotFound(
@@ -250,13 +251,31 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
         from .config import load_config
 
         config = load_config()
-    sections: dict[str, ProviderConfig] = dict(config.providers)
+    built_in = _BuiltIns(config)
     registry = ProviderRegistry()
+    registry.register_factory("local", built_in.local, aliases=["ollama"])
+    registry.register_factory("vllm", built_in.vllm)
+    registry.register_factory("openai-compatible", built_in.openai_compatible())
+    registry.register_factory("gemini", built_in.gemini)
+    presets = {p: _once(built_in.openai_compatible(p)) for p in OPENAI_COMPATIBLE_PRESETS}
+    for preset, factory in presets.items():
+        registry.register_preset(preset, "openai-compatible", factory)
+    _register_spellings(registry, presets)
+    registry.set_default(config.provider or "local")
+    return registry
 
-    def settings(name: str, fallback: str | None = None) -> dict[str, Any]:
-        section = sections.get(name)
+
+class _BuiltIns:
+    """Factories of the built-in providers, each reading its section of one configuration."""
+
+    def __init__(self, config: Config) -> None:
+        self.sections: dict[str, ProviderConfig] = dict(config.providers)
+
+    def settings(self, name: str, fallback: str | None = None) -> dict[str, Any]:
+        """The constructor arguments a section sets (``fallback``'s when it has none)."""
+        section = self.sections.get(name)
         if section is None and fallback is not None:
-            section = sections.get(fallback)
+            section = self.sections.get(fallback)
         if section is None:
             return {}
         out: dict[str, Any] = {}
@@ -266,17 +285,17 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
                 out[key] = value
         return out
 
-    def local() -> ProviderAdapter:
+    def local(self) -> ProviderAdapter:
         from .providers.ollama import LocalProvider
 
-        return LocalProvider(**settings("local", "ollama"))
+        return LocalProvider(**self.settings("local", "ollama"))
 
-    def vllm() -> ProviderAdapter:
+    def vllm(self) -> ProviderAdapter:
         from .providers.vllm import VllmProvider
 
-        return VllmProvider(**settings("vllm"))
+        return VllmProvider(**self.settings("vllm"))
 
-    def gemini() -> ProviderAdapter:
+    def gemini(self) -> ProviderAdapter:
         # Imported by name: the Gemini module is optional in a trimmed install.
         try:
             module = importlib.import_module(f"{__package__}.providers.gemini")
@@ -286,32 +305,31 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
             raise ProviderNotFound(
                 "the gemini provider is not available in this installation", provider="gemini"
             ) from exc
-        adapter: ProviderAdapter = module.GeminiProvider(**settings("gemini"))
+        adapter: ProviderAdapter = module.GeminiProvider(**self.settings("gemini"))
         return adapter
 
-    def openai_compatible(preset: str | None = None) -> Factory:
+    def openai_compatible(self, preset: str | None = None) -> Factory:
+        """The factory of ``openai-compatible`` itself (``None``) or of one backend preset."""
+
         def build() -> ProviderAdapter:
             from .providers.openai_compat import OpenAICompatibleProvider
 
             kwargs = (
-                settings(preset, "openai-compatible") if preset else settings("openai-compatible")
+                self.settings(preset, "openai-compatible")
+                if preset
+                else self.settings("openai-compatible")
             )
             backend = preset
             if backend is None:
-                section = sections.get("openai-compatible")
+                section = self.sections.get("openai-compatible")
                 backend = getattr(section, "backend", None) or "generic"
             return OpenAICompatibleProvider(backend=backend, **kwargs)
 
         return build
 
-    registry.register_factory("local", local, aliases=["ollama"])
-    registry.register_factory("vllm", vllm)
-    registry.register_factory("openai-compatible", openai_compatible())
-    registry.register_factory("gemini", gemini)
-    presets = {p: _once(openai_compatible(p)) for p in OPENAI_COMPATIBLE_PRESETS}
-    for preset, factory in presets.items():
-        registry.register_preset(preset, "openai-compatible", factory)
-    # The other spellings the configuration accepts (koboldcpp, llama.cpp, google …).
+
+def _register_spellings(registry: ProviderRegistry, presets: dict[str, Factory]) -> None:
+    """Register the configuration's other spellings (``koboldcpp``, ``llama.cpp``, ``google`` …)."""
     from .config import PROVIDER_ALIASES
 
     for alias, (canonical, backend) in PROVIDER_ALIASES.items():
@@ -321,8 +339,6 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
             registry.register_preset(alias, canonical, presets[backend])
         else:
             registry.alias(alias, canonical)
-    registry.set_default(config.provider or "local")
-    return registry
 
 
 def _once(factory: Factory) -> Factory:
