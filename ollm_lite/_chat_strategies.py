@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Protocol
 
+from ._values import value
 from .errors import OllmError
 from .providers.base import ProviderAdapter, call_with_cancel
 from .react import STOP_SEQUENCES, ReActToolHandler
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
+@value(frozen=False)
 class Turn:
     """One model turn: what the model said and did, and what its tools returned.
 
@@ -75,7 +76,7 @@ class Turn:
     usage: Usage | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Answer:
     """The model is done: ``text`` is its answer; ``events`` go out before the turn ends."""
 
@@ -83,7 +84,7 @@ class Answer:
     events: tuple[ChatEvent, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Calls:
     """Tools to run: ``message`` (the assistant's, carrying ``calls``) joins the history."""
 
@@ -92,7 +93,7 @@ class Calls:
     events: tuple[ChatEvent, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Retry:
     """Ask again: ``messages`` (the bad turn and a correction request) join the history."""
 
@@ -100,7 +101,7 @@ class Retry:
     events: tuple[ChatEvent, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class GiveUp:
     """The model cannot be brought back on track: the chat ends with ``error``."""
 

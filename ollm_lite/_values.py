@@ -10,7 +10,9 @@ library's ~30 data classes a third of what a script paid to import it; here only
 
 The generated ``__init__`` stores through the slots' own descriptors instead of
 ``object.__setattr__``, so a frozen value is about as cheap to create as a mutable one (events
-are created once per streamed token).
+are created once per streamed token). It is compiled on first use (the first instance, or the
+first look at ``cls.__init__``, e.g. by ``inspect.signature``): most classes a script imports
+are never created, and compiling is most of what defining one costs.
 """
 
 from __future__ import annotations
@@ -43,33 +45,34 @@ def value(cls: type[T], /) -> type[T]: ...
 
 
 @overload
-def value(*, frozen: bool = True) -> Callable[[type[T]], type[T]]: ...
+def value(*, frozen: bool = True, kw_only: bool = False) -> Callable[[type[T]], type[T]]: ...
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
-def value(cls: type[T] | None = None, /, *, frozen: bool = True) -> Any:
+def value(cls: type[T] | None = None, /, *, frozen: bool = True, kw_only: bool = False) -> Any:
     """Make ``cls`` a slotted dataclass, frozen unless ``frozen=False``.
 
-    Equivalent to ``@dataclass(frozen=frozen, slots=True)`` for classes whose fields are plain
-    (defaults, ``default_factory``, ``kw_only``, ``__post_init__``; no ``InitVar``, no
-    ``init=False`` field without a default).
+    Equivalent to ``@dataclass(frozen=frozen, slots=True, kw_only=kw_only)`` for classes whose
+    fields are plain (defaults, ``default_factory``, ``kw_only``, ``__post_init__``; no
+    ``InitVar``, no ``init=False`` field without a default); a ``@value`` class may subclass
+    another one.
     """
 
     def wrap(cls: type[T]) -> type[T]:
-        return _build(cls, frozen)
+        return _build(cls, frozen, kw_only)
 
     return wrap if cls is None else wrap(cls)
 
 
-def _build(cls: type[T], frozen: bool) -> type[T]:
-    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=True)
+def _build(cls: type[T], frozen: bool, kw_only: bool) -> type[T]:
+    cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False, slots=True, kw_only=kw_only)
     fields = dataclasses.fields(cls)  # type: ignore[arg-type]
     names = tuple(f.name for f in fields)
     own = cls.__dict__
     # As @dataclass: a method the class body wrote itself is kept.
     explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     new: dict[str, Any] = {
-        "__init__": _init(cls, fields),
+        "__init__": _LazyInit(cls, fields),
         "__repr__": _repr(tuple(f.name for f in fields if f.repr)),
         "__eq__": _eq(_getter(tuple(f.name for f in fields if f.compare))),
     }
@@ -103,6 +106,26 @@ def _getter(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return attrgetter(*names)
 
 
+class _LazyInit:
+    """A class's ``__init__`` until first looked up: then compiled and put in its place."""
+
+    __slots__ = ("cls", "fields")
+
+    def __init__(self, cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> None:
+        self.cls = cls
+        self.fields = fields
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        init = _init(self.cls, self.fields)
+        setattr(self.cls, "__init__", init)  # noqa: B010 - later lookups find the function
+        return init.__get__(obj, owner)
+
+
+def _slot(cls: type, name: str) -> Any:
+    """The descriptor of slot ``name``, which a base class may own."""
+    return next(k.__dict__[name] for k in cls.__mro__ if name in k.__dict__)
+
+
 def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Any:
     """Compile ``__init__``: each argument stored through its slot's descriptor."""
     env: dict[str, Any] = {"_FACTORY": _FACTORY}
@@ -111,7 +134,7 @@ def _init(cls: type, fields: tuple[dataclasses.Field[Any], ...]) -> Any:
     body: list[str] = []
     for f in fields:
         setter = f"_set_{f.name}"
-        env[setter] = cls.__dict__[f.name].__set__
+        env[setter] = _slot(cls, f.name).__set__
         has_factory = f.default_factory is not dataclasses.MISSING
         if has_factory:
             env[f"_make_{f.name}"] = f.default_factory
@@ -180,7 +203,7 @@ def _frozen_delattr(cls: type, names: tuple[str, ...]) -> Callable[[Any, str], N
 
 
 def _setstate(cls: type, names: tuple[str, ...]) -> Callable[[Any, Any], None]:
-    setters = [cls.__dict__[name].__set__ for name in names]
+    setters = [_slot(cls, name).__set__ for name in names]
 
     def __setstate__(self: Any, state: Any) -> None:
         for store, item in zip(setters, state, strict=True):
