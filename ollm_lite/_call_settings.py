@@ -12,10 +12,9 @@ Stdlib only: the chat runtime imports it without the HTTP stack.
 from __future__ import annotations
 
 import time
-from dataclasses import field
 from typing import Any, Literal
 
-from ._values import value
+from ._values import field, value
 from .types import Think, ToolChoice, ToolSchema
 
 __all__ = ["CallSettings"]

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
 from ._message_types import ErrorInfo, Message, ToolCall, ToolSchema
-from ._values import value
+from ._values import field, value
 
 __all__ = [
     "ChatResult",

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import field, replace
 from typing import Protocol
 
-from ._values import value
+from ._values import field, replace, value
 from .errors import OllmError
 from .providers.base import ProviderAdapter, call_with_cancel
-from .react import STOP_SEQUENCES, ReActToolHandler
 from .types import (
     ChatEvent,
     ErrorInfo,
@@ -164,10 +162,14 @@ class ReActTools:
     forwards_text = False
 
     def __init__(self, schemas: list[ToolSchema]) -> None:
+        from .react import ReActToolHandler  # here: only models without tool calling need it
+
         self._react = ReActToolHandler(schemas)
         self._corrections = 0  # correction requests in a row
 
     def prepare(self, request: ProviderRequest) -> ProviderRequest:
+        from .react import STOP_SEQUENCES
+
         react = self._react.instructions()
         system = f"{request.system_prompt}\n\n{react}" if request.system_prompt else react
         stops = list(request.options.stop or [])

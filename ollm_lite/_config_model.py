@@ -5,11 +5,9 @@ Public through :mod:`ollm_lite.config`, which re-exports every name here.
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from ._config_display import config_secrets, mask_secrets, secret_strings
 from ._mcp_config import McpServerConfig
-from ._values import value
+from ._values import field, value
 from .providers.backends import BACKENDS as BACKEND_TABLE, OPENAI_COMPATIBLE_BACKENDS
 
 #: The provider enum, in display order.

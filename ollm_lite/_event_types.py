@@ -9,12 +9,11 @@ Invariant: a provider stream ends with exactly one :class:`FinishEvent` or one
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import ClassVar, Literal, TypeAlias
 
 from ._call_types import Usage
 from ._message_types import ErrorInfo, ToolCall, ToolResult
-from ._values import value
+from ._values import field, value
 
 __all__ = [
     "ChatEvent",

@@ -20,9 +20,8 @@ Pure data in, pure data out: no I/O, never raises for any event sequence.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import field
 
-from ._values import value
+from ._values import field, value
 from .types import (
     ChatFinishEvent,
     ErrorEvent,

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import field
 from typing import Any
 
-from ._values import value
+from ._values import field, value
 
 __all__ = ["McpServerConfig", "mcp_issues", "parse_mcp_table"]
 

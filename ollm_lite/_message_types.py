@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import field
 from typing import Any, ClassVar, Literal, TypeAlias
 
 from ._safe_text import safe_str
-from ._values import value
+from ._values import field, value
 
 __all__ = [
     "ErrorInfo",

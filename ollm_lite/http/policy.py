@@ -5,9 +5,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import field
 
-from .._values import value
+from .._values import field, value
 from ..errors import ConfigError, OllmError, RateLimited
 from .errors import parse_retry_after
 

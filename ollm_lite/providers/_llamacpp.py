@@ -11,10 +11,9 @@ Sources: llama.cpp ``tools/server/README.md``; llama-cpp-python ``llama_cpp/serv
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._values import value
+from .._values import replace, value
 from ..errors import OllmError
 from ._backend_base import (
     Ask,

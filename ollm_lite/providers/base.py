@@ -9,7 +9,6 @@ implement the protocol from scratch.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import threading
@@ -109,6 +108,8 @@ _TAKES_CANCEL: dict[tuple[type, str], bool] = {}
 
 
 def _takes_cancel(method: Callable[..., Any]) -> bool:
+    import inspect  # here: read once per adapter class and method
+
     try:
         parameters = inspect.signature(method).parameters.values()
     except (TypeError, ValueError):  # no signature to read (some builtins): do not guess
