@@ -9,9 +9,11 @@ Modules are measured in turn, round after round. Bytecode is cached in a private
 
 ``import ollm_lite`` loads the package root only (every public name is resolved on first use);
 the second ollm_lite row also touches a provider class, which loads ``requests`` and the
-transport; the third is what a tool-using script really pays,
-``from ollm_lite import LocalProvider, ChatClient`` (the chat runtime, tools, ReAct, token
-counting), and its target is what that costs over ``import requests`` alone.
+transport; the third is what a script that chats really pays,
+``from ollm_lite import LocalProvider, ChatClient`` (the HTTP stack, the Ollama provider, the
+configuration, the chat runtime and token counting), and its target is what that costs over
+``import requests`` alone. The fourth adds ``tool``: defining tools loads the JSON Schema and
+docstring readers and :mod:`inspect`, which a chat without tools never loads.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from ._common import ROOT, Report, Settings, median
 from ._server import ServerProcess
 
 SECTION = "import"
-SCRIPT = "ollm_lite as a tool-using script imports it"
+SCRIPT = "ollm_lite as a chat script imports it"
+TOOL_SCRIPT = "ollm_lite as a tool-using script imports it"
 SCRIPT_OVER_REQUESTS = 25.0 / 81.0
 """Most that ``from ollm_lite import LocalProvider, ChatClient`` may cost over ``import
 requests``, as a share of ``import requests``: 25 ms over requests' 81 ms on the reference
@@ -40,6 +43,7 @@ STATEMENTS: dict[str, str] = {
         "import ollm_lite; ollm_lite.OpenAICompatibleProvider; ollm_lite.LocalProvider"
     ),
     SCRIPT: "from ollm_lite import LocalProvider, ChatClient",
+    TOOL_SCRIPT: "from ollm_lite import LocalProvider, ChatClient, tool",
     "ollama": "import ollama",
     "openai": "import openai",
     "litellm": "import litellm",

@@ -33,12 +33,10 @@ from ._endings import Ending, chat_reason
 from ._fold import add_usage
 from ._linked_event import LinkedEvent
 from ._safe_text import exception_text
-from ._tool_batch import run_batch
 from ._turn_stream import read_turn
 from .errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
 from .providers.base import ProviderAdapter
 from .tokens import TokenCheck
-from .tools import ToolRegistry
 from .types import (
     ChatEvent,
     ChatFinishEvent,
@@ -59,6 +57,7 @@ from .types import (
 
 if TYPE_CHECKING:
     from .chat import ChatClient
+    from .tools import ToolRegistry
 
 __all__ = ["ChatCall", "ChatLoop", "ToolMode", "check_positive_int", "tool_registry"]
 
@@ -304,6 +303,9 @@ class ChatLoop:
         """
         turn.tool_calls = step.calls
         self.history.append(step.message)
+        from ._tool_batch import run_batch  # here: a chat whose model calls no tool never needs it
+        from .tools import ToolRegistry
+
         ours = [call for call in step.calls if not self._is_external(call)]
         registry = self.tools or ToolRegistry()
         timeout = self.client.tool_timeout or registry.timeout
@@ -399,6 +401,8 @@ def user_message(prompt: str | Message, images: Iterable[ImagePart]) -> Message:
 
 def tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:
     """A registry from a registry or from a list of tools and plain functions."""
+    from .tools import ToolRegistry  # here: a chat without tools never needs it
+
     if isinstance(tools, ToolRegistry):
         return tools
     if isinstance(tools, str | bytes) or not isinstance(tools, Iterable):

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from ._values import field, replace, value
 from .errors import OllmError
 from .providers.base import ProviderAdapter, call_with_cancel
-from .react import STOP_SEQUENCES, ReActToolHandler
 from .types import (
     ChatEvent,
     ErrorInfo,
@@ -51,7 +50,7 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
+@value(frozen=False)
 class Turn:
     """One model turn: what the model said and did, and what its tools returned.
 
@@ -75,7 +74,7 @@ class Turn:
     usage: Usage | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Answer:
     """The model is done: ``text`` is its answer; ``events`` go out before the turn ends."""
 
@@ -83,7 +82,7 @@ class Answer:
     events: tuple[ChatEvent, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Calls:
     """Tools to run: ``message`` (the assistant's, carrying ``calls``) joins the history."""
 
@@ -92,7 +91,7 @@ class Calls:
     events: tuple[ChatEvent, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class Retry:
     """Ask again: ``messages`` (the bad turn and a correction request) join the history."""
 
@@ -100,7 +99,7 @@ class Retry:
     events: tuple[ChatEvent, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class GiveUp:
     """The model cannot be brought back on track: the chat ends with ``error``."""
 
@@ -163,10 +162,14 @@ class ReActTools:
     forwards_text = False
 
     def __init__(self, schemas: list[ToolSchema]) -> None:
+        from .react import ReActToolHandler  # here: only models without tool calling need it
+
         self._react = ReActToolHandler(schemas)
         self._corrections = 0  # correction requests in a row
 
     def prepare(self, request: ProviderRequest) -> ProviderRequest:
+        from .react import STOP_SEQUENCES
+
         react = self._react.instructions()
         system = f"{request.system_prompt}\n\n{react}" if request.system_prompt else react
         stops = list(request.options.stop or [])

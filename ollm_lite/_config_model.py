@@ -5,10 +5,9 @@ Public through :mod:`ollm_lite.config`, which re-exports every name here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ._config_display import config_secrets, mask_secrets, secret_strings
 from ._mcp_config import McpServerConfig
+from ._values import field, value
 from .providers.backends import BACKENDS as BACKEND_TABLE, OPENAI_COMPATIBLE_BACKENDS
 
 #: The provider enum, in display order.
@@ -33,7 +32,7 @@ PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@value
 class ConfigIssue:
     """One problem found in a configuration.
 
@@ -49,7 +48,7 @@ class ConfigIssue:
         return f"{self.path}: {self.message}"
 
 
-@dataclass(slots=True, kw_only=True)
+@value(frozen=False, kw_only=True)
 class ProviderConfig:
     """Settings of one provider; ``None`` means "the provider's own default".
 
@@ -74,7 +73,7 @@ class ProviderConfig:
         return mask_secrets(text, secret_strings(self.api_key))
 
 
-@dataclass(slots=True, kw_only=True)
+@value(frozen=False, kw_only=True)
 class Config:
     """The merged configuration.
 

@@ -30,7 +30,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._chat_loop import ChatLoop, ToolMode, check_positive_int, tool_registry
 from ._chat_strategies import Turn
@@ -47,8 +47,10 @@ from .errors import OllmError
 from .providers.base import ProviderAdapter
 from .registry import ProviderRegistry
 from .tokens import TokenCounter
-from .tools import ToolRegistry
 from .types import ChatEvent, GenerationOptions, ImagePart, Message, RunResult
+
+if TYPE_CHECKING:  # loaded by the chat only when it is given tools or the model calls some
+    from .tools import ToolRegistry
 
 __all__ = ["ChatClient", "Conversation", "ToolMode", "Turn", "message_from_dict", "message_to_dict"]
 

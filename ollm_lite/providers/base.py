@@ -9,7 +9,6 @@ implement the protocol from scratch.
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import threading
@@ -19,6 +18,7 @@ from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from .._endings import ending_of, result_reason
 from .._fold import EventFold
+from .._signatures import accepts_keyword
 from ..errors import BadResponse, Cancelled, ConfigError, UnsupportedOperation, error_from_code
 from ..streams import DEFAULT_MAX_LINE
 from ..types import (
@@ -109,15 +109,7 @@ _TAKES_CANCEL: dict[tuple[type, str], bool] = {}
 
 
 def _takes_cancel(method: Callable[..., Any]) -> bool:
-    try:
-        parameters = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):  # no signature to read (some builtins): do not guess
-        return False
-    return any(
-        p.kind is p.VAR_KEYWORD
-        or (p.name == "cancel" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
-        for p in parameters
-    )
+    return accepts_keyword(method, "cancel")
 
 
 def call_with_cancel(
