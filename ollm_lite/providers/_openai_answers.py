@@ -255,7 +255,7 @@ def choice_zero(choices: Any) -> tuple[dict[str, Any] | None, tuple[str, Any] | 
 
 
 class ChatStreamState:
-    """Assembles the events of one ``/v1/chat/completions`` stream from its SSE data strings.
+    """Assembles the events of one ``/v1/chat/completions`` stream from its SSE events.
 
     :meth:`feed` returns the events one SSE event completes (text, thinking) and sets
     :attr:`terminal` when the stream is over (``[DONE]`` or an error object); :meth:`end`
@@ -296,11 +296,16 @@ class ChatStreamState:
     def _error(self, message: str, **facts: Any) -> ErrorEvent:
         return ErrorEvent(ErrorInfo(message, BadResponse.code, {**self._info, **facts}))
 
-    def feed(self, event: SSEEvent) -> Sequence[ProviderEvent]:
-        """Events for one SSE event (the hot path: one call per streamed token)."""
-        data = event.data
-        if event.event == "error":  # some servers name the event, not the object
-            data = error_payload(data)
+    def feed(self, event: str | SSEEvent) -> Sequence[ProviderEvent]:
+        """Events for one SSE event (the hot path: one call per streamed token): the data of
+        a ``message`` event (as :class:`~ollm_lite.streams.SSEDataDecoder` hands it over), or
+        the whole event."""
+        if type(event) is str:
+            data = event
+        else:
+            data = event.data  # type: ignore[union-attr]
+            if event.event == "error":  # type: ignore[union-attr]  # some servers name the event
+                data = error_payload(data)
         if data[:1] != "{":
             if data.startswith("[DONE]"):
                 return self._close()
