@@ -70,6 +70,24 @@ class NDJSONDecoder(LineBuffer):
         if error is not None:
             raise error
         pieces = self._pieces
+        if (
+            chunk[:1] == b"{"
+            and chunk[-1] == 10
+            and chunk.find(b"\n") == len(chunk) - 1
+            and chunk[1] != 0  # "{" then NUL: json.loads would guess UTF-16
+            and not pieces
+            and len(chunk) <= self._max
+        ):
+            # Exactly one object line, as servers send each token: what _parse does for it,
+            # without cutting the line out or building lists around it.
+            try:
+                text = chunk.decode("utf-8", "surrogatepass")
+                obj, end = _scan_once(text, 0)
+            except _SCAN_ERRORS:
+                pass
+            else:
+                if end == len(text) - 1 or text[end:] == "\r\n":
+                    return [obj]
         if len(chunk) + self._plen > self._max or (pieces and 10 not in chunk):
             out = self._parse(self._split(chunk))  # a line that may pass the limit, or goes on
             if self._error is not None and not out:
