@@ -346,9 +346,13 @@ class ChatStreamState:
                         piece = _new(TextEvent)
                         _set_text(piece, content)
                         return (piece,)
+        return self._chunk(obj, choices)
+
+    def _chunk(self, obj: dict[str, Any], choices: Any) -> Sequence[ProviderEvent]:
+        """Events for any chunk but the usual token chunk (errors, finish, tool calls...)."""
         if not choices:
-            err = get("error")
-            if err is None and get("object") == "error":  # vLLM's older flat error shape
+            err = obj.get("error")
+            if err is None and obj.get("object") == "error":  # vLLM's older flat error shape
                 err = obj
             if err is not None:
                 message, facts = _error_text(err, self._redact)
