@@ -349,7 +349,7 @@ class ChatStreamState:
         return self._chunk(obj, choices)
 
     def _chunk(self, obj: dict[str, Any], choices: Any) -> Sequence[ProviderEvent]:
-        """Events for any chunk but the usual token chunk (errors, finish, tool calls...)."""
+        """Any other chunk: an error object, a finish, a delta beyond plain content."""
         if not choices:
             err = obj.get("error")
             if err is None and obj.get("object") == "error":  # vLLM's older flat error shape
