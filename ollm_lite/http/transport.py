@@ -183,7 +183,7 @@ class Transport:
                 logger.debug(
                     "%s %s failed (%s); retry %d in %.2f s",
                     method,
-                    path,
+                    request.url,
                     err.code,
                     attempt + 1,
                     delay,
@@ -195,7 +195,14 @@ class Transport:
                 attempt += 1
 
     def _request(self, method: str, path: str, options: RequestOptions) -> Request:
-        """The request ``open_stream`` sends, the same on every try (deadline fixed now)."""
+        """The request ``open_stream`` sends, the same on every try (deadline fixed now).
+
+        Raises:
+            TypeError: for an option :class:`RequestOptions` does not name (a typo).
+        """
+        unknown = options.keys() - RequestOptions.__optional_keys__
+        if unknown:
+            raise TypeError(f"unexpected request option(s): {', '.join(sorted(unknown))}")
         total = options.get("timeout")
         timeouts = (
             self.timeouts

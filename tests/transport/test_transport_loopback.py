@@ -474,3 +474,15 @@ def test_an_api_key_wins_over_credentials_in_the_url() -> None:
         assert provider.list_models() == []
         assert server.requests[0].headers["authorization"] == "Bearer key-abcd"
         provider.close()
+
+
+def test_an_unknown_request_option_is_a_type_error_before_anything_is_sent() -> None:
+    """A misspelt keyword fails as a wrong call signature would, and nothing is sent."""
+    with serve({"/s": stream_script(EVENTS)}) as server:
+        transport = make(server.url)
+        with pytest.raises(TypeError, match="json_bdy"):
+            transport.open_stream("POST", "/s", json_bdy={})  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="modle"):
+            transport.request_json("GET", "/s", modle="m")  # type: ignore[call-arg]
+        assert server.requests == []
+        transport.close()
