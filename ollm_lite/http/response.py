@@ -11,8 +11,8 @@ from __future__ import annotations
 import contextlib
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 import requests
 import urllib3
@@ -23,12 +23,27 @@ from .failures import Failures, is_reset
 from .policy import DRAIN_MAX, DRAIN_WAIT_S, MAX_BODY
 from .urllib3_hooks import body_chunks, response_socket
 
-__all__ = ["StreamResponse"]
+__all__ = ["Decoder", "StreamResponse"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
 
 #: Most bytes one step of decompression may produce: a small compressed chunk can inflate to
 #: hundreds of MB (a "zip bomb"), so the body is inflated piece by piece, each piece going
 #: to the line decoder (and its line limit) before the next is made.
 _INFLATE_STEP = 64 * 1024
+
+
+class Decoder(Protocol[T_co]):
+    """A sans-IO stream decoder (:mod:`ollm_lite.streams`): byte chunks in, items out."""
+
+    def feed(self, chunk: bytes) -> Sequence[T_co]:
+        """The items ``chunk`` completed."""
+        ...
+
+    def flush(self) -> Sequence[T_co]:
+        """The items left at the end of the body."""
+        ...
 
 
 class StreamResponse:
@@ -130,10 +145,9 @@ class StreamResponse:
         """
         cancel = self._cancel
         try:
-            source, keep = body_chunks(self._response.raw)
-            if keep:
-                self._source = source
-            for chunk in self._decoded(source):
+            # Not ``yield from``: leaving early must not close urllib3's chunk reader, which
+            # close() may still drain to keep the connection.
+            for chunk in self._body():
                 if chunk:
                     if cancel is not None and cancel.is_set():
                         raise self._read_error(EOFError())
@@ -143,14 +157,7 @@ class StreamResponse:
         except (urllib3.exceptions.DecodeError, zlib.error) as exc:
             if self._scope.reason is not None or self._cancelled():
                 raise self._read_error(exc) from exc
-            encoding = self.headers.get("content-encoding", "")
-            raise BadResponse(
-                f"{self._origin.where} sent a body that could not be decoded "
-                f"(Content-Encoding: {encoding or 'none'})",
-                provider=self._origin.provider,
-                model=self._model,
-                details={"content_encoding": encoding},
-            ) from exc
+            raise self._coding_error("that could not be decoded") from exc
         except (
             requests.RequestException,
             urllib3.exceptions.HTTPError,
@@ -166,33 +173,37 @@ class StreamResponse:
             raise self._read_error(EOFError())
         self._response._content_consumed = True  # type: ignore[attr-defined]
 
-    def _decoded(self, source: Iterator[bytes]) -> Iterator[bytes]:
-        """``source`` with its ``Content-Encoding`` undone, in bounded pieces."""
+    def _body(self) -> Iterator[bytes]:
+        """The body as it arrives, its ``Content-Encoding`` undone in bounded pieces."""
+        source, keep = body_chunks(self._response.raw)
+        if keep:
+            self._source = source
         coding = self.headers.get("content-encoding", "").strip().lower()
         if coding in ("", "identity"):
-            # Not ``yield from``: leaving early must not close urllib3's chunk reader, which
-            # close() may still drain to keep the connection.
-            for chunk in source:
-                yield chunk
-            return
+            return source
         if coding not in ("gzip", "x-gzip", "deflate"):
-            raise BadResponse(
-                f"{self._origin.where} sent a body in a coding that was not asked for "
-                f"(Content-Encoding: {coding})",
-                provider=self._origin.provider,
-                model=self._model,
-                details={"content_encoding": coding},
-            )
-        inflater = Inflater("deflate" if coding == "deflate" else "gzip")
-        for chunk in source:
-            yield from inflater.feed(chunk)
-        yield inflater.flush()
+            raise self._coding_error("in a coding that was not asked for", coding)
+        return _inflated(source, Inflater("deflate" if coding == "deflate" else "gzip"))
 
-    def iter_decoded(self, decoder: Any) -> Iterator[Any]:
-        """Items produced by a sans-IO ``decoder`` (``feed``/``flush``) from the body.
+    def _coding_error(self, what: str, coding: str | None = None) -> BadResponse:
+        """``LLM_BAD_RESPONSE`` for a body ``what`` (its coding named)."""
+        if coding is None:
+            coding = self.headers.get("content-encoding", "")
+        return BadResponse(
+            f"{self._origin.where} sent a body {what} (Content-Encoding: {coding or 'none'})",
+            provider=self._origin.provider,
+            model=self._model,
+            details={"content_encoding": coding},
+        )
 
-        The idle limit counts *content*: chunks that produce no item (keep-alive comments,
-        pings, half lines) do not reset it.
+    def iter_batches(self, decoder: Decoder[T]) -> Iterator[Sequence[T]]:
+        """What a sans-IO ``decoder`` (``feed``/``flush``) makes of the body: the non-empty
+        list ``feed`` returns for each chunk, as it arrives, then ``flush``'s, if not empty.
+
+        A list per chunk rather than item by item: a reader that loops over each list itself
+        saves a generator step per item (one item per chunk is the usual stream). The idle
+        limit counts *content*: chunks that produce no item (keep-alive comments, pings, half
+        lines) do not reset it.
 
         Raises:
             RequestTimeout: ``LLM_TIMEOUT`` when no item arrived for ``Timeouts.idle`` seconds.
@@ -208,7 +219,7 @@ class StreamResponse:
             now = monotonic()
             if items:
                 last = now
-                yield from items
+                yield items
             elif now - last > idle:
                 raise RequestTimeout(
                     f"{self._origin.provider} sent no content for {idle:g} s",
@@ -216,7 +227,14 @@ class StreamResponse:
                     model=self._model,
                     details={"idle_timeout": idle},
                 )
-        yield from decoder.flush()
+        items = decoder.flush()
+        if items:
+            yield items
+
+    def iter_decoded(self, decoder: Decoder[T]) -> Iterator[T]:
+        """The items of :meth:`iter_batches`, one by one (same limits and errors)."""
+        for items in self.iter_batches(decoder):
+            yield from items
 
     def read_body(self, limit: int = MAX_BODY) -> bytes:
         """The whole remaining body (bounded by ``limit``)."""
@@ -242,6 +260,12 @@ class StreamResponse:
             if size >= limit:
                 break
         return b"".join(parts)[:limit]
+
+
+def _inflated(source: Iterator[bytes], inflater: Inflater) -> Iterator[bytes]:
+    for chunk in source:
+        yield from inflater.feed(chunk)
+    yield inflater.flush()
 
 
 class Inflater:

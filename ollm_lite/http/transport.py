@@ -31,7 +31,7 @@ import json
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, Unpack
 
 import requests
 from requests.auth import HTTPBasicAuth
@@ -47,7 +47,7 @@ from .send import Request, Sender, logger
 from .urllib3_hooks import Adapter, Session
 from .urls import split_userinfo
 
-__all__ = ["Transport"]
+__all__ = ["RequestOptions", "Transport"]
 
 #: The only codings asked for (and decoded here, bounded): not brotli or zstd, whatever
 #: optional packages urllib3 finds installed.
@@ -142,32 +142,15 @@ class Transport:
     # ------------------------------------------------------------------ public calls
 
     def open_stream(
-        self,
-        method: str,
-        path: str,
-        *,
-        json_body: Any = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        cancel: threading.Event | None = None,
-        timeout: float | None = None,
-        model: str | None = None,
-        not_found: Literal["model", "route"] = "route",
-        retry: bool = True,
+        self, method: str, path: str, *, retry: bool = True, **options: Unpack[RequestOptions]
     ) -> StreamResponse:
         """Send a request and return the open response once a success status arrived.
 
         Args:
             method: HTTP method.
             path: Path below ``base_url`` (or an absolute URL).
-            json_body: JSON body.
-            params: Query parameters.
-            headers: Extra headers for this request.
-            cancel: Setting it interrupts the request at any point.
-            timeout: Total deadline in seconds (``None``: the transport default).
-            model: Model name for messages and ``MODEL_NOT_FOUND``.
-            not_found: Whether a 404 means the model (``"model"``) or the route is missing.
             retry: Whether to apply the retry policy.
+            **options: What else the request carries (:class:`RequestOptions`).
 
         Raises:
             ConfigError: ``CONFIG_INVALID`` for a header value that cannot be sent.
@@ -176,28 +159,21 @@ class Transport:
             RequestTimeout: ``LLM_TIMEOUT``.
             AuthenticationError, ModelNotFound, RateLimited, HTTPStatusError: from the status.
         """
-        timeouts = (
-            self.timeouts
-            if timeout is None
-            else Timeouts(self.timeouts.connect, self.timeouts.idle, timeout)
-        )
-        deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
-        url = self.url(path)
-        body, req_headers = _encode(json_body, headers, self.provider)
-        request = Request(
-            method, url, body, params, req_headers, cancel, deadline, timeouts, model, not_found
-        )
+        request = self._request(method, path, options)
+        cancel = request.cancel
         attempt = 0
         stale_resent = False
         while True:
             if cancel is not None and cancel.is_set():
-                raise cancelled(self._origin, model)
+                raise cancelled(self._origin, request.model)
             try:
                 return self._sender.send(self.session, request, self.retry)
             except Retryable as exc:
                 if exc.stale and not stale_resent:
                     stale_resent = True
-                    logger.debug("%s %s: pooled connection was closed; sending again", method, url)
+                    logger.debug(
+                        "%s %s: pooled connection was closed; sending again", method, request.url
+                    )
                     continue
                 err = exc.error
                 err.details["attempts"] = attempt + 1
@@ -207,7 +183,7 @@ class Transport:
                 logger.debug(
                     "%s %s failed (%s); retry %d in %.2f s",
                     method,
-                    url,
+                    request.url,
                     err.code,
                     attempt + 1,
                     delay,
@@ -215,42 +191,61 @@ class Transport:
                 if cancel is None:
                     time.sleep(delay)
                 elif cancel.wait(delay):
-                    raise cancelled(self._origin, model) from None
+                    raise cancelled(self._origin, request.model) from None
                 attempt += 1
+
+    def _request(self, method: str, path: str, options: RequestOptions) -> Request:
+        """The request ``open_stream`` sends, the same on every try (deadline fixed now).
+
+        Raises:
+            TypeError: for an option :class:`RequestOptions` does not name (a typo).
+        """
+        unknown = options.keys() - RequestOptions.__optional_keys__
+        if unknown:
+            raise TypeError(f"unexpected request option(s): {', '.join(sorted(unknown))}")
+        total = options.get("timeout")
+        timeouts = (
+            self.timeouts
+            if total is None
+            else Timeouts(self.timeouts.connect, self.timeouts.idle, total)
+        )
+        deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
+        body, headers = _encode(options.get("json_body"), options.get("headers"), self.provider)
+        return Request(
+            method,
+            self.url(path),
+            body,
+            options.get("params"),
+            headers,
+            options.get("cancel"),
+            deadline,
+            timeouts,
+            options.get("model"),
+            options.get("not_found", "route"),
+        )
 
     def request_json(
         self,
         method: str,
         path: str,
         *,
-        json_body: Any = None,
-        params: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        cancel: threading.Event | None = None,
-        timeout: float | None = None,
-        model: str | None = None,
-        not_found: Literal["model", "route"] = "route",
         allow_empty: bool = False,
+        **options: Unpack[RequestOptions],
     ) -> Any:
         """Send a request and return its decoded JSON answer.
+
+        Args:
+            method, path, **options: As :meth:`open_stream` (with retries).
+            allow_empty: Return ``None`` for an empty answer instead of raising.
 
         Raises:
             BadResponse: ``LLM_BAD_RESPONSE`` when the answer is not JSON.
             OllmError: everything :meth:`open_stream` raises.
         """
-        with self.open_stream(
-            method,
-            path,
-            json_body=json_body,
-            params=params,
-            headers=headers,
-            cancel=cancel,
-            timeout=timeout,
-            model=model,
-            not_found=not_found,
-        ) as response:
+        with self.open_stream(method, path, **options) as response:
             raw = response.read_body()
         where = f"{self.provider} at {self.base_url}"
+        model = options.get("model")
         if not raw.strip():
             if allow_empty:
                 return None
@@ -267,6 +262,25 @@ class Transport:
                 provider=self.provider,
                 model=model,
             ) from exc
+
+
+class RequestOptions(TypedDict, total=False):
+    """What a request carries besides its method and path (all optional)."""
+
+    json_body: Any
+    """JSON body (sent as UTF-8, ``Content-Type: application/json``)."""
+    params: Mapping[str, str] | None
+    """Query parameters."""
+    headers: Mapping[str, str] | None
+    """Extra headers for this request."""
+    cancel: threading.Event | None
+    """Setting it interrupts the request at any point."""
+    timeout: float | None
+    """Total deadline in seconds (``None``: the transport default)."""
+    model: str | None
+    """Model name for messages and ``MODEL_NOT_FOUND``."""
+    not_found: Literal["model", "route"]
+    """Whether a 404 means the model (``"model"``) or the route (default) is missing."""
 
 
 def _encode(

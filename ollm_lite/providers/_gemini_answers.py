@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import BadResponse
-from ..streams import DEFAULT_MAX_LINE, SSEDecoder
+from ..streams import DEFAULT_MAX_LINE, SSEDataDecoder, SSEEvent
 from ..types import (
     ErrorEvent,
     ErrorInfo,
@@ -64,17 +64,23 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _MAX_RAW = 1 << 20  # a bare JSON object longer than this is dropped
 
 
+def _texts(items: list[str | SSEEvent]) -> list[str]:
+    """The data of SSE events (event names do not matter to Gemini's stream)."""
+    return [item if type(item) is str else item.data for item in items]  # type: ignore[union-attr]
+
+
 class StreamDecoder:
     """Gemini's stream: SSE ``data:`` events, and JSON written as bare lines.
 
     Google's SDK reads every ``data:`` line as one payload and any other line as raw JSON,
     joined over lines until its braces balance, because errors can arrive mid-stream
-    without the ``data:`` prefix (the google-genai SDK's stream reader). Here the whole body goes
-    through :class:`~ollm_lite.streams.SSEDecoder` unchanged (a bare line is an unknown field to it,
-    so it is ignored there); a line starting with ``{`` or ``[`` also starts a bare object, which
-    takes the following lines until its brackets (outside strings) close, and is read then if it is
-    JSON, else dropped. Blank lines are skipped; a ``data:``, ``event:``, ``id:``, ``retry:`` or
-    comment line drops an object still open (and counts for SSE).
+    without the ``data:`` prefix (the google-genai SDK's stream reader). Here the whole body
+    goes through :class:`~ollm_lite.streams.SSEDataDecoder` unchanged (a bare line is an
+    unknown field to it, so it is ignored there); a line starting with ``{`` or ``[`` also
+    starts a bare object, which takes the following lines until its brackets (outside strings)
+    close, and is read then if it is JSON, else dropped. Blank lines are skipped; a ``data:``,
+    ``event:``, ``id:``, ``retry:`` or comment line drops an object still open (and counts for
+    SSE).
 
     ``feed`` returns the JSON texts, SSE ``data`` and bare objects alike, in stream order.
     Sans-IO, like the decoders of :mod:`ollm_lite.streams`; a chunk without a line
@@ -87,7 +93,7 @@ class StreamDecoder:
     __slots__ = ("_depth", "_lines", "_size", "_sse", "_tail")
 
     def __init__(self, *, max_line: int = DEFAULT_MAX_LINE) -> None:
-        self._sse = SSEDecoder(max_line=max_line)
+        self._sse = SSEDataDecoder(max_line=max_line)
         # The unterminated last line when it may start or continue a bare object (b"": the
         # next chunk starts a line); None while inside a line that cannot.
         self._tail: bytes | None = b""
@@ -115,17 +121,17 @@ class StreamDecoder:
                 self._tail = None if rest.strip(b" \t") else rest
             elif tail is not None and chunk.strip(b" \t"):
                 self._tail = None
-            return [e.data for e in self._sse.feed(chunk)]
+            return _texts(self._sse.feed(chunk))
         found = self._scan(chunk)
         if not found:
-            return [e.data for e in self._sse.feed(chunk)]
+            return _texts(self._sse.feed(chunk))
         out: list[str] = []
         start = 0
         for end, text in found:  # SSE events before each object come first
-            out += [e.data for e in self._sse.feed(chunk[start:end])]
+            out += _texts(self._sse.feed(chunk[start:end]))
             out.append(text)
             start = end
-        out += [e.data for e in self._sse.feed(chunk[start:])]
+        out += _texts(self._sse.feed(chunk[start:]))
         return out
 
     def flush(self) -> list[str]:
@@ -134,7 +140,7 @@ class StreamDecoder:
         Raises:
             BadResponse: ``LLM_BAD_RESPONSE`` left over from the last :meth:`feed`.
         """
-        out = [e.data for e in self._sse.flush()]
+        out = _texts(self._sse.flush())
         if self._tail:
             text = self._line(self._tail)
             if text is not None:

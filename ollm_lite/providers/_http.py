@@ -26,7 +26,7 @@ from typing import Any, Protocol, TypeVar
 
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..http.policy import RetryPolicy, Timeouts
-from ..http.response import StreamResponse
+from ..http.response import Decoder, StreamResponse
 from ..http.transport import Transport
 from ..types import (
     ChatResult,
@@ -67,14 +67,6 @@ class WireState(Protocol):
     def end(self) -> Sequence[ProviderEvent]:
         """The remaining events, ending with exactly one ``FinishEvent`` or ``ErrorEvent``."""
         ...
-
-
-class Decoder(Protocol):
-    """A stream decoder (:mod:`ollm_lite.streams`): bytes in, items out."""
-
-    def feed(self, chunk: bytes) -> Iterable[Any]: ...
-
-    def flush(self) -> Iterable[Any]: ...
 
 
 def check_retries(retries: Any) -> None:
@@ -235,7 +227,7 @@ class HTTPProvider(BaseProvider):
         self,
         request: ProviderRequest,
         path: str,
-        decoder: Decoder,
+        decoder: Decoder[Any],
         state: WireState,
         *,
         params: dict[str, str] | None = None,
@@ -262,12 +254,18 @@ class HTTPProvider(BaseProvider):
         feed = state.feed
         try:
             with self._open_chat(request, path, body, params) as resp:
-                for item in resp.iter_decoded(decoder):
-                    out = feed(item)
-                    if out:
-                        yield from out
-                    if state.terminal is not None:
-                        break
+                # A list of items per HTTP chunk, looped over here: one generator step per
+                # chunk instead of one per item (the per-token hot path).
+                for items in resp.iter_batches(decoder):
+                    for item in items:
+                        out = feed(item)
+                        if out:
+                            yield from out
+                        if state.terminal is not None:
+                            break
+                    else:
+                        continue
+                    break
         except Cancelled:
             if state.terminal is None:
                 yield FinishEvent("cancelled")

@@ -67,6 +67,10 @@ _RESULT_REASON = {"stop": "stop", "length": "length", "tool": "tool_calls"}
 _ID_ALPHABET = string.ascii_letters + string.digits
 _rng = random.SystemRandom()
 _EMPTY: tuple[ProviderEvent, ...] = ()
+# TextEvent(text) without the call of its __init__ (a third of the event's cost), for the
+# usual token chunk: the slot's own setter on a new instance.
+_new = object.__new__
+_set_text = TextEvent.__dict__["value"].__set__
 
 
 def new_call_id() -> str:
@@ -255,7 +259,7 @@ def choice_zero(choices: Any) -> tuple[dict[str, Any] | None, tuple[str, Any] | 
 
 
 class ChatStreamState:
-    """Assembles the events of one ``/v1/chat/completions`` stream from its SSE data strings.
+    """Assembles the events of one ``/v1/chat/completions`` stream from its SSE events.
 
     :meth:`feed` returns the events one SSE event completes (text, thinking) and sets
     :attr:`terminal` when the stream is over (``[DONE]`` or an error object); :meth:`end`
@@ -296,11 +300,16 @@ class ChatStreamState:
     def _error(self, message: str, **facts: Any) -> ErrorEvent:
         return ErrorEvent(ErrorInfo(message, BadResponse.code, {**self._info, **facts}))
 
-    def feed(self, event: SSEEvent) -> Sequence[ProviderEvent]:
-        """Events for one SSE event (the hot path: one call per streamed token)."""
-        data = event.data
-        if event.event == "error":  # some servers name the event, not the object
-            data = error_payload(data)
+    def feed(self, event: str | SSEEvent) -> Sequence[ProviderEvent]:
+        """Events for one SSE event (the hot path: one call per streamed token): the data of
+        a ``message`` event (as :class:`~ollm_lite.streams.SSEDataDecoder` hands it over), or
+        the whole event."""
+        if type(event) is str:
+            data = event
+        else:
+            data = event.data  # type: ignore[union-attr]
+            if event.event == "error":  # type: ignore[union-attr]  # some servers name the event
+                data = error_payload(data)
         if data[:1] != "{":
             if data.startswith("[DONE]"):
                 return self._close()
@@ -332,7 +341,11 @@ class ChatStreamState:
                 if type(index) is int and index == 0 and type(delta) is dict and len(delta) == 1:
                     content = delta.get("content")
                     if type(content) is str:
-                        return (TextEvent(content),) if content else _EMPTY
+                        if not content:
+                            return _EMPTY
+                        piece = _new(TextEvent)
+                        _set_text(piece, content)
+                        return (piece,)
         return self._chunk(obj, choices)
 
     def _chunk(self, obj: dict[str, Any], choices: Any) -> Sequence[ProviderEvent]:

@@ -30,7 +30,7 @@ from ..config import env_default, env_names
 from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError
 from ..http.policy import Timeouts
 from ..http.urls import normalize_base_url
-from ..streams import SSEDecoder
+from ..streams import SSEDataDecoder
 from ..types import (
     ChatResult,
     ErrorInfo,
@@ -171,7 +171,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         ``CONFIG_INVALID`` (a forced tool that is not offered). Closing the generator early
         releases the connection.
         """
-        return self._stream(request, _CHAT_PATH, SSEDecoder(), self._state(request))
+        return self._stream(request, _CHAT_PATH, SSEDataDecoder(), self._state(request))
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /v1/chat/completions`` with ``stream: false``.
@@ -188,7 +188,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         """
         raw = self._post_whole(request, _CHAT_PATH, self._chat_body(request, stream=False))
         if raw.lstrip().startswith(b"data:"):  # streamed although stream=false was asked
-            decoder = SSEDecoder()
+            decoder = SSEDataDecoder()
             return self._fold(self._state(request), [*decoder.feed(raw), *decoder.flush()])
         try:
             answer = json.loads(raw)

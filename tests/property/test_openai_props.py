@@ -220,6 +220,33 @@ def test_data_values_parse_exactly_as_json_loads(values: list[str]) -> None:
     assert state.skipped == len(values) - len(accepted)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            _chunk_objects.map(json.dumps),
+            _chunk_objects.map(lambda o: json.dumps(o) + " trailing"),
+            st.sampled_from(["[DONE]", "", "ping", '{"error": {"message": "boom"}}']),
+        ),
+        max_size=8,
+    )
+)
+def test_a_data_string_is_read_as_its_message_event(values: list[str]) -> None:
+    """The state reads a bare data string (what SSEDataDecoder gives for ``message`` events)
+    exactly as the SSEEvent carrying it: same events, same terminal, same skip count."""
+
+    def run(items: list[Any]) -> tuple[list[ProviderEvent], int]:
+        state = wire.ChatStreamState()
+        out: list[ProviderEvent] = []
+        for item in items:
+            out.extend(state.feed(item))
+            if state.terminal is not None:
+                break
+        return [*out, *state.end()], state.skipped
+
+    assert run(values) == run([SSEEvent(data=v) for v in values])
+
+
 parameter_schemas = st.builds(
     lambda props, required: {
         "type": "object",

@@ -173,3 +173,21 @@ def test_property_many_lines_in_one_chunk_match_one_line_per_chunk(
     got = [obj for chunk in pieces(body, cuts) for obj in packed.feed(chunk)]
     assert got == expected
     assert packed.skipped == one_by_one.skipped
+
+
+@given(st.lists(_LINES, max_size=30))
+@settings(max_examples=300)
+def test_property_one_line_per_chunk_matches_the_general_path(lines: list[bytes]) -> None:
+    """A chunk that is one whole line (the usual stream, a shortcut to the JSON scanner) gives
+    what the same line gives when it arrives in two chunks (the general path): same objects,
+    same skip count."""
+    lines = [line.replace(b"\n", b"") for line in lines]
+    whole = NDJSONDecoder()
+    expected = [obj for line in lines for obj in whole.feed(line + b"\n")]
+    split = NDJSONDecoder()
+    got: list[dict[str, Any]] = []
+    for line in lines:
+        got += split.feed(line[:1])
+        got += split.feed(line[1:] + b"\n")
+    assert got == expected
+    assert split.skipped == whole.skipped

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ollm_lite.errors import BadResponse, OllmError
-from ollm_lite.streams import SSEDecoder, SSEEvent, iter_sse
+from ollm_lite.streams import SSEDataDecoder, SSEDecoder, SSEEvent, iter_sse
 
 
 def parse(body: bytes, cuts: list[int] | None = None, **kw: int) -> list[SSEEvent]:
@@ -338,3 +338,62 @@ def test_property_many_events_in_one_chunk_match_the_spec_reading(
     UTF-8 included, between the blocks other fields): the same events as the literal reading."""
     body = b"".join(parts)
     assert as_tuples(parse(body, cuts)) == reference(body)
+
+
+# --------------------------------------------------------------------------- SSEDataDecoder
+
+
+def data_items(body: bytes, cuts: list[int]) -> list[str | SSEEvent]:
+    """What SSEDataDecoder makes of ``body`` fed in pieces cut at ``cuts``."""
+    decoder = SSEDataDecoder()
+    items = [item for piece in split_at(body, cuts) for item in decoder.feed(piece)]
+    return items + decoder.flush()
+
+
+def as_events(items: list[str | SSEEvent]) -> list[tuple[str, str]]:
+    return [("message", i) if isinstance(i, str) else (i.event, i.data) for i in items]
+
+
+@given(sse_bodies(), st.lists(st.integers(min_value=1, max_value=400), max_size=12))
+@settings(max_examples=400)
+def test_property_data_decoder_gives_the_events_data_any_chunking(
+    body: bytes, cuts: list[int]
+) -> None:
+    """SSEDataDecoder dispatches exactly the events SSEDecoder does, on any input cut
+    anywhere: a ``message`` event as its data string, any other as the same SSEEvent."""
+    events = parse(body)
+    items = data_items(body, cuts)
+    assert as_events(items) == [(e.event, e.data) for e in events]
+    for item, event in zip(items, events, strict=True):
+        assert isinstance(item, str) == (event.event == "message")
+        if not isinstance(item, str):
+            assert item == event  # id and retry too
+
+
+@given(
+    st.lists(
+        st.one_of(_DATA_BLOCK, _DATA_BLOCK, _FIELD_LINES.map(lambda v: v + b"\n")), max_size=40
+    ),
+    st.lists(st.integers(min_value=1, max_value=4000), max_size=4),
+)
+@settings(max_examples=300)
+def test_property_data_decoder_packed_chunks_match_the_spec_reading(
+    parts: list[bytes], cuts: list[int]
+) -> None:
+    """Many events packed in one chunk (the bulk path) give the literal reading's data."""
+    body = b"".join(parts)
+    assert as_events(data_items(body, cuts)) == [(t, d) for t, d, _, _ in reference(body)]
+
+
+def test_data_decoder_named_and_explicit_message_events() -> None:
+    """``event: message`` is the default type (a string); another type stays an SSEEvent."""
+    body = b"event: message\ndata: a\n\nevent: error\nid: 3\ndata: b\n\ndata: c\n\n"
+    assert data_items(body, []) == ["a", SSEEvent("error", "b", "3"), "c"]
+
+
+def test_data_decoder_keeps_the_line_limit() -> None:
+    """The data-only decoder enforces the same limit with the same error."""
+    decoder = SSEDataDecoder(max_line=16)
+    with pytest.raises(BadResponse) as info:
+        decoder.feed(b"data: " + b"x" * 40)
+    assert info.value.code == "LLM_BAD_RESPONSE"

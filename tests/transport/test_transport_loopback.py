@@ -53,6 +53,23 @@ def test_streams_each_http_chunk_as_it_arrives() -> None:
         transport.close()
 
 
+def test_decoded_items_come_as_one_list_per_http_chunk() -> None:
+    """iter_batches hands over what the decoder made of each HTTP chunk as one list (chunks
+    that make nothing give none), and iter_decoded gives the same items one by one."""
+    two_in_one = EVENTS[0] + EVENTS[1]
+    halves = [EVENTS[2][:5], EVENTS[2][5:]]  # the first half makes no event
+    chunks = [two_in_one, b": keep-alive\n", *halves, EVENTS[3]]
+    with serve({"/s": stream_script(chunks, keep_alive=True)}) as server:
+        transport = make(server.url)
+        with transport.open_stream("POST", "/s") as resp:
+            batches = [[e.data for e in batch] for batch in resp.iter_batches(SSEDecoder())]
+        assert batches == [['{"i": 0}', '{"i": 1}'], ['{"i": 2}'], ['{"i": 3}']]
+        with transport.open_stream("POST", "/s") as resp:
+            flat = [e.data for e in resp.iter_decoded(SSEDecoder())]
+        assert flat == [item for batch in batches for item in batch]
+        transport.close()
+
+
 @pytest.mark.parametrize("where", ["before_headers", "mid_stream"])
 def test_cancel_interrupts_a_silent_server(where: str) -> None:
     """Setting the event interrupts a read blocked on a server that sends nothing at all."""
@@ -457,3 +474,15 @@ def test_an_api_key_wins_over_credentials_in_the_url() -> None:
         assert provider.list_models() == []
         assert server.requests[0].headers["authorization"] == "Bearer key-abcd"
         provider.close()
+
+
+def test_an_unknown_request_option_is_a_type_error_before_anything_is_sent() -> None:
+    """A misspelt keyword fails as a wrong call signature would, and nothing is sent."""
+    with serve({"/s": stream_script(EVENTS)}) as server:
+        transport = make(server.url)
+        with pytest.raises(TypeError, match="json_bdy"):
+            transport.open_stream("POST", "/s", json_bdy={})  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="modle"):
+            transport.request_json("GET", "/s", modle="m")  # type: ignore[call-arg]
+        assert server.requests == []
+        transport.close()
