@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import sys
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from types import ModuleType
-from typing import Any, TypeVar, overload
+from typing import Any
 
 __all__ = ["MISSING", "Spec", "field", "specs_of_body"]
-
-T = TypeVar("T")
 
 
 class _Missing:
@@ -113,46 +111,11 @@ class Spec:
         )
 
 
-@overload
-def field(
-    *,
-    default: T,
-    init: bool = ...,
-    repr: bool = ...,
-    hash: bool | None = ...,
-    compare: bool = ...,
-    metadata: Mapping[Any, Any] | None = ...,
-    kw_only: bool = ...,
-) -> T: ...
-
-
-@overload
-def field(
-    *,
-    default_factory: Callable[[], T],
-    init: bool = ...,
-    repr: bool = ...,
-    hash: bool | None = ...,
-    compare: bool = ...,
-    metadata: Mapping[Any, Any] | None = ...,
-    kw_only: bool = ...,
-) -> T: ...
-
-
-@overload
-def field(
-    *,
-    init: bool = ...,
-    repr: bool = ...,
-    hash: bool | None = ...,
-    compare: bool = ...,
-    metadata: Mapping[Any, Any] | None = ...,
-    kw_only: bool = ...,
-) -> Any: ...
-
-
 def field(**options: Any) -> Any:
     """A field of a ``@value`` class with options: ``dataclasses.field``'s keywords.
+
+    Type checkers read the keywords by name (``typing.dataclass_transform`` field specifier),
+    so one untyped signature serves where ``dataclasses.field`` has overloads.
 
     Raises:
         ValueError: both ``default`` and ``default_factory``.
