@@ -28,14 +28,13 @@ from ..types import (
 )
 from ._openai_answers import (
     ChatStreamState as ChatStreamState,
-    ToolCallAssembler as ToolCallAssembler,
     _int,
     choice_zero as choice_zero,
     error_payload as error_payload,
-    new_call_id as new_call_id,
     result_from_answer as result_from_answer,
     usage_from_openai as usage_from_openai,
 )
+from ._openai_tool_calls import ToolCallAssembler as ToolCallAssembler, new_call_id as new_call_id
 from .base import merge_body, system_first
 
 if TYPE_CHECKING:
