@@ -12,7 +12,7 @@ import contextlib
 import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import requests
 import urllib3
@@ -20,6 +20,7 @@ import urllib3
 from ..errors import BadResponse, OllmError, RequestTimeout
 from .cancel import Scope
 from .failures import Failures, is_reset
+from .inflate import Inflater, inflated
 from .policy import DRAIN_MAX, DRAIN_WAIT_S, MAX_BODY
 from .urllib3_hooks import body_chunks, response_socket
 
@@ -28,10 +29,32 @@ __all__ = ["Decoder", "StreamResponse"]
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 
-#: Most bytes one step of decompression may produce: a small compressed chunk can inflate to
-#: hundreds of MB (a "zip bomb"), so the body is inflated piece by piece, each piece going
-#: to the line decoder (and its line limit) before the next is made.
-_INFLATE_STEP = 64 * 1024
+#: What reading the body may raise below this library: urllib3's decoding errors, and the
+#: transport's own (a reset, a clean close that broke the framing, a socket urllib3 dropped).
+_READ_FAILURES = (
+    urllib3.exceptions.DecodeError,
+    zlib.error,
+    requests.RequestException,
+    urllib3.exceptions.HTTPError,
+    OSError,
+    ValueError,
+    AttributeError,
+)
+
+
+class _Raw:
+    """The decoder that decodes nothing: each non-empty chunk is its own item."""
+
+    @staticmethod
+    def feed(chunk: bytes) -> Sequence[bytes]:
+        return (chunk,)
+
+    @staticmethod
+    def flush() -> Sequence[bytes]:
+        return ()
+
+
+_RAW = _Raw()
 
 
 class Decoder(Protocol[T_co]):
@@ -143,35 +166,8 @@ class StreamResponse:
             RequestTimeout: ``LLM_TIMEOUT`` on the idle limit or the total deadline.
             ConnectionFailed: ``CONNECTION_FAILED`` when the connection was reset.
         """
-        cancel = self._cancel
-        try:
-            # Not ``yield from``: leaving early must not close urllib3's chunk reader, which
-            # close() may still drain to keep the connection.
-            for chunk in self._body():
-                if chunk:
-                    if cancel is not None and cancel.is_set():
-                        raise self._read_error(EOFError())
-                    yield chunk
-        except OllmError:
-            raise
-        except (urllib3.exceptions.DecodeError, zlib.error) as exc:
-            if self._scope.reason is not None or self._cancelled():
-                raise self._read_error(exc) from exc
-            raise self._coding_error("that could not be decoded") from exc
-        except (
-            requests.RequestException,
-            urllib3.exceptions.HTTPError,
-            OSError,
-            ValueError,
-            AttributeError,
-        ) as exc:
-            if self._scope.reason is None and not self._cancelled() and not is_reset(exc):
-                self._response._content_consumed = True  # type: ignore[attr-defined]
-                return  # clean close that broke the framing: the caller sees a short stream
-            raise self._read_error(exc) from exc
-        if self._scope.reason is not None or self._cancelled():
-            raise self._read_error(EOFError())
-        self._response._content_consumed = True  # type: ignore[attr-defined]
+        for chunks in self.iter_batches(_RAW):
+            yield from chunks
 
     def _body(self) -> Iterator[bytes]:
         """The body as it arrives, its ``Content-Encoding`` undone in bounded pieces."""
@@ -183,7 +179,7 @@ class StreamResponse:
             return source
         if coding not in ("gzip", "x-gzip", "deflate"):
             raise self._coding_error("in a coding that was not asked for", coding)
-        return _inflated(source, Inflater("deflate" if coding == "deflate" else "gzip"))
+        return inflated(source, Inflater("deflate" if coding == "deflate" else "gzip"))
 
     def _coding_error(self, what: str, coding: str | None = None) -> BadResponse:
         """``LLM_BAD_RESPONSE`` for a body ``what`` (its coding named)."""
@@ -203,7 +199,8 @@ class StreamResponse:
         A list per chunk rather than item by item: a reader that loops over each list itself
         saves a generator step per item (one item per chunk is the usual stream). The idle
         limit counts *content*: chunks that produce no item (keep-alive comments, pings, half
-        lines) do not reset it.
+        lines) do not reset it. A clean end of the connection, even one that breaks chunked
+        framing, ends the body as :meth:`iter_chunks` says.
 
         Raises:
             RequestTimeout: ``LLM_TIMEOUT`` when no item arrived for ``Timeouts.idle`` seconds.
@@ -213,23 +210,65 @@ class StreamResponse:
         idle = self._timeouts.idle
         monotonic = time.monotonic
         feed = decoder.feed
+        cancel = self._cancel
         last = monotonic()
-        for chunk in self.iter_chunks():
-            items = feed(chunk)
-            now = monotonic()
-            if items:
-                last = now
-                yield items
-            elif now - last > idle:
-                raise RequestTimeout(
-                    f"{self._origin.provider} sent no content for {idle:g} s",
-                    provider=self._origin.provider,
-                    model=self._model,
-                    details={"idle_timeout": idle},
-                )
+        # One loop for reading and decoding (the per-token hot path: no generator between
+        # them); ``decoding`` keeps a decoder's own failure from being read as a broken body.
+        decoding = False
+        try:
+            # Not ``yield from``: leaving early must not close urllib3's chunk reader, which
+            # close() may still drain to keep the connection.
+            for chunk in self._body():
+                if not chunk:
+                    continue
+                if cancel is not None and cancel.is_set():
+                    raise self._read_error(EOFError())
+                decoding = True
+                items = feed(chunk)
+                decoding = False
+                now = monotonic()
+                if items:
+                    last = now
+                    yield items
+                elif now - last > idle:
+                    raise self._idle_error(idle)
+        except OllmError:
+            raise
+        except _READ_FAILURES as exc:
+            if decoding:
+                raise
+            self._end_broken(exc)
+        else:
+            self._end_clean()
         items = decoder.flush()
         if items:
             yield items
+
+    def _idle_error(self, idle: float) -> RequestTimeout:
+        return RequestTimeout(
+            f"{self._origin.provider} sent no content for {idle:g} s",
+            provider=self._origin.provider,
+            model=self._model,
+            details={"idle_timeout": idle},
+        )
+
+    def _end_broken(self, exc: Exception) -> None:
+        """A read failed: a clean close that broke the framing ends the body quietly (the
+        caller sees a short stream); anything else is raised as the read error it is."""
+        if isinstance(exc, (urllib3.exceptions.DecodeError, zlib.error)):
+            if self._scope.reason is not None or self._cancelled():
+                raise self._read_error(exc) from exc
+            raise self._coding_error("that could not be decoded") from exc
+        if self._scope.reason is None and not self._cancelled() and not is_reset(exc):
+            self._response._content_consumed = True  # type: ignore[attr-defined]
+            return
+        raise self._read_error(exc) from exc
+
+    def _end_clean(self) -> None:
+        """The body ended: a cancel or a deadline that cut it short is still an error."""
+        if self._scope.reason is not None or self._cancelled():
+            raise self._read_error(EOFError())
+        self._response._content_consumed = True  # type: ignore[attr-defined]
 
     def iter_decoded(self, decoder: Decoder[T]) -> Iterator[T]:
         """The items of :meth:`iter_batches`, one by one (same limits and errors)."""
@@ -260,59 +299,3 @@ class StreamResponse:
             if size >= limit:
                 break
         return b"".join(parts)[:limit]
-
-
-def _inflated(source: Iterator[bytes], inflater: Inflater) -> Iterator[bytes]:
-    for chunk in source:
-        yield from inflater.feed(chunk)
-    yield inflater.flush()
-
-
-class Inflater:
-    """Decodes one ``Content-Encoding`` incrementally, at most ``_INFLATE_STEP`` bytes a piece.
-
-    urllib3 inflates a whole received chunk at once; reading the raw body and inflating it
-    here with a bounded ``max_length`` keeps memory bounded by the consumer's own limits.
-    """
-
-    __slots__ = ("_coding", "_members", "_obj", "_started")
-
-    def __init__(self, coding: str) -> None:
-        self._coding = coding
-        self._started = False
-        self._members = 0
-        self._obj = self._new()
-
-    def _new(self) -> Any:
-        if self._coding == "deflate":  # zlib-wrapped per RFC 9110; raw deflate is tried too
-            return zlib.decompressobj()
-        return zlib.decompressobj(16 + zlib.MAX_WBITS)
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        """The decoded pieces of ``data``.
-
-        Raises:
-            zlib.error: the body is not in the announced coding.
-        """
-        while data:
-            try:
-                out = self._obj.decompress(data, _INFLATE_STEP)
-            except zlib.error:
-                if self._members:  # garbage after a whole gzip member is ignored, as urllib3 does
-                    return
-                if self._coding != "deflate" or self._started:
-                    raise
-                self._obj = zlib.decompressobj(-zlib.MAX_WBITS)  # raw deflate (old servers)
-                out = self._obj.decompress(data, _INFLATE_STEP)
-            self._started = True
-            if out:
-                yield out
-            data = self._obj.unconsumed_tail
-            if not data and self._obj.eof and self._obj.unused_data:
-                data = self._obj.unused_data  # the next gzip member
-                self._members += 1
-                self._obj = self._new()
-
-    def flush(self) -> bytes:
-        """What the decompressor still holds."""
-        return bytes(self._obj.flush())

@@ -118,7 +118,7 @@ def test_a_coding_that_was_not_asked_for_is_a_bad_response() -> None:
 @given(st.binary(max_size=3000), st.lists(st.integers(1, 400), max_size=8))
 def test_inflating_in_pieces_equals_inflating_at_once(data: bytes, cuts: list[int]) -> None:
     """Whatever the chunking of the compressed body, the pieces join to the original."""
-    from ollm_lite.http.response import Inflater as _Inflater
+    from ollm_lite.http.inflate import Inflater as _Inflater
 
     packed = gzip.compress(data * 50)
     inflater = _Inflater("gzip")
