@@ -70,6 +70,40 @@ def test_decoded_items_come_as_one_list_per_http_chunk() -> None:
         transport.close()
 
 
+class _BrokenDecoder:
+    """A decoder with a bug of its own on its second chunk."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.fed = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self.fed += 1
+        if self.fed == 2:
+            raise self.error
+        return [chunk]
+
+    def flush(self) -> list[bytes]:
+        return []
+
+
+@pytest.mark.parametrize("error", [ValueError("bug"), AttributeError("bug"), OSError("bug")])
+def test_a_decoders_own_failure_is_not_read_as_a_cut_off_body(error: Exception) -> None:
+    """Reading and decoding share one loop; a decoder that raises what a broken connection
+    raises too (ValueError, AttributeError, OSError) surfaces as itself, not as a quiet end."""
+    with serve({"/s": stream_script(EVENTS, keep_alive=True)}) as server:
+        transport = make(server.url)
+        decoder = _BrokenDecoder(error)
+        got: list[bytes] = []
+        with transport.open_stream("POST", "/s") as resp:
+            with pytest.raises(type(error)) as raised:
+                for batch in resp.iter_batches(decoder):
+                    got.extend(batch)
+        assert raised.value is error
+        assert got == EVENTS[:1]
+        transport.close()
+
+
 @pytest.mark.parametrize("where", ["before_headers", "mid_stream"])
 def test_cancel_interrupts_a_silent_server(where: str) -> None:
     """Setting the event interrupts a read blocked on a server that sends nothing at all."""
