@@ -8,7 +8,11 @@ from __future__ import annotations
 from ._config_display import config_secrets, mask_secrets, secret_strings
 from ._mcp_config import McpServerConfig
 from ._values import field, value
-from .providers.backends import BACKENDS as BACKEND_TABLE, OPENAI_COMPATIBLE_BACKENDS
+from .providers.backends import (
+    BACKENDS as BACKEND_TABLE,
+    OPENAI_COMPATIBLE_BACKENDS,
+    OPENAI_COMPATIBLE_PRESETS,
+)
 
 #: The provider enum, in display order.
 PROVIDERS: tuple[str, ...] = ("local", "vllm", "openai-compatible", "gemini")
@@ -24,8 +28,7 @@ PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
     "openai-compat": ("openai-compatible", None),
     **{
         alias: ("openai-compatible", name)
-        for name in OPENAI_COMPATIBLE_BACKENDS
-        if name != "generic"
+        for name in OPENAI_COMPATIBLE_PRESETS
         for alias in (name, *BACKEND_TABLE[name].aliases)
     },
     "google": ("gemini", None),

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ProviderNotFound
-from .providers.backends import OPENAI_COMPATIBLE_BACKENDS
+from .providers.backends import DEFAULT_BACKEND, OPENAI_COMPATIBLE_PRESETS
 from .providers.base import ProviderAdapter
 
 if TYPE_CHECKING:
@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["OPENAI_COMPATIBLE_PRESETS", "ProviderRegistry", "default_registry"]
 
 Factory = Callable[[], ProviderAdapter]
-
-#: Aliases of ``openai-compatible`` that select a backend preset (every preset but ``generic``).
-OPENAI_COMPATIBLE_PRESETS = tuple(b for b in OPENAI_COMPATIBLE_BACKENDS if b != "generic")
 
 
 class ProviderRegistry:
@@ -322,7 +319,7 @@ class _BuiltIns:
             backend = preset
             if backend is None:
                 section = self.sections.get("openai-compatible")
-                backend = getattr(section, "backend", None) or "generic"
+                backend = getattr(section, "backend", None) or DEFAULT_BACKEND
             return OpenAICompatibleProvider(backend=backend, **kwargs)
 
         return build

@@ -43,7 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_BACKEND",
     "OPENAI_COMPATIBLE_BACKENDS",
+    "OPENAI_COMPATIBLE_PRESETS",
     "Backend",
     "Ask",
     "BackendName",
@@ -243,6 +245,13 @@ BACKENDS: dict[str, Backend] = {backend.name: backend for backend in _PRESETS}
 
 #: The presets ``OpenAICompatibleProvider(backend=...)`` accepts, in the table's order.
 OPENAI_COMPATIBLE_BACKENDS = tuple(b.name for b in _PRESETS if not b.own_provider)
+
+#: The backend of an OpenAI-compatible server that names none: nothing beyond the API assumed.
+DEFAULT_BACKEND: BackendName = "generic"
+
+#: The backends that are also provider names of their own (``lmstudio``, ``llamacpp`` …):
+#: every ``OpenAICompatibleProvider`` preset but the default.
+OPENAI_COMPATIBLE_PRESETS = tuple(b for b in OPENAI_COMPATIBLE_BACKENDS if b != DEFAULT_BACKEND)
 
 
 def backend_named(name: str, *, allowed: tuple[str, ...] = OPENAI_COMPATIBLE_BACKENDS) -> Backend:
