@@ -52,7 +52,10 @@ def same_parameters_as(
 
     def decorate(function: Callable[..., R]) -> Callable[P, R]:
         def bound(*args: P.args, **kwargs: P.kwargs) -> R:
-            arguments = signature.bind(*args, **kwargs)
+            try:
+                arguments = signature.bind(*args, **kwargs)
+            except TypeError as exc:  # as Python words it: the message names the function
+                raise TypeError(f"{function.__name__}() {exc}") from None
             arguments.apply_defaults()
             return function(**arguments.arguments)
 

@@ -303,9 +303,17 @@ def _init(cls: type, specs: tuple[Spec, ...]) -> Any:
     if hasattr(cls, "__post_init__"):
         body.append("self.__post_init__()")
     signature = ", ".join(["self", *params, *(["*", *kw_params] if kw_params else [])])
-    source = f"def __init__({signature}):\n    " + "\n    ".join(body or ["pass"])
-    exec(source, env)  # our own field names, as dataclasses itself does
-    init = env["__init__"]
+    # As @dataclass does: the helpers reach __init__ as closure cells, and its globals are the
+    # class's module, where typing.get_type_hints(cls.__init__) resolves string annotations.
+    source = (
+        f"def __make_init__({', '.join(env)}):\n"
+        f"  def __init__({signature}):\n    " + "\n    ".join(body or ["pass"]) + "\n"
+        "  return __init__"
+    )
+    module = sys.modules.get(cls.__module__)
+    made: dict[str, Any] = {}
+    exec(source, vars(module) if module else {}, made)  # our own field names, as @dataclass
+    init = made["__make_init__"](**env)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__annotations__ = {s.name: s.annotation for s in specs if s.init} | {"return": None}
     return init

@@ -99,3 +99,13 @@ def test_same_parameters_as_fills_in_defaults_and_keeps_extra_keywords_together(
     assert (copy.__name__, copy.__doc__) == ("copy", "The copy.")
     with pytest.raises(TypeError):
         copy(1, 2)  # type: ignore[call-arg]
+
+
+def test_a_wrong_call_to_events_names_events_as_python_would() -> None:
+    llm = ollm_lite.connect(ScriptedProvider(["hi"]), model="m")
+    with pytest.raises(TypeError, match=r"^events\(\) missing a required argument: 'prompt'"):
+        llm.events()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^events\(\) too many positional arguments"):
+        llm.session().events("a", "b")  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"^events\(\) multiple values for argument 'prompt'"):
+        llm.events("a", prompt="b")  # type: ignore[misc]

@@ -8,6 +8,7 @@ import inspect
 import pickle
 import subprocess
 import sys
+import typing
 from typing import Any, ClassVar
 
 import pytest
@@ -295,3 +296,24 @@ def test_defining_and_using_values_imports_no_dataclasses() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def _public_values() -> list[type]:
+    import ollm_lite.types as public
+
+    return [
+        item
+        for name in public.__all__
+        if isinstance(item := getattr(public, name), type) and dataclasses.is_dataclass(item)
+    ]
+
+
+@pytest.mark.parametrize("cls", _public_values(), ids=lambda cls: cls.__name__)
+def test_init_annotations_resolve_where_the_class_was_defined(cls: type) -> None:
+    # @dataclass gives __init__ the class module's globals: get_type_hints(cls.__init__) and
+    # inspect.signature(cls, eval_str=True) resolve names such as Any or ToolCall there.
+    hints = typing.get_type_hints(cls)
+    expected = {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
+    assert typing.get_type_hints(cls.__init__) == {**expected, "return": type(None)}
+    evaluated = inspect.signature(cls, eval_str=True).parameters
+    assert {name: p.annotation for name, p in evaluated.items()} == expected
