@@ -139,6 +139,8 @@ class NativeTools:
 
     def prepare(self, request: ProviderRequest) -> ProviderRequest:
         if not self._schemas:  # no tools: nothing to choose between
+            if request.tools is None and request.tool_choice == "auto":
+                return request  # the usual turn without tools: no copy to make
             return replace(request, tools=None, tool_choice="auto")
         return replace(request, tools=list(self._schemas))
 
