@@ -24,6 +24,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks import (  # noqa: E402
+    ab_streams,
     bench_batch,
     bench_cancel,
     bench_chat,
@@ -144,6 +145,22 @@ def test_run_all_rejects_unknown_sections() -> None:
     with pytest.raises(SystemExit) as info:
         run_all.main(["--only", "streamz"])
     assert info.value.code == 2
+
+
+@pytest.mark.parametrize("fmt", ["sse", "ndjson"])
+def test_ab_streams_runs_both_contenders(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The A/B tool streams the whole workload with both contenders (they check their own
+    counts) and reports finite figures, the quartiles in order."""
+    figures = ab_streams.run(fmt, rounds=3, chunks=50)
+    assert all(math.isfinite(v) and v > 0 for v in figures.values()), figures
+    assert figures["ratio_q1"] <= figures["ratio_median"] <= figures["ratio_q3"]
+    assert ab_streams.main([fmt, "--rounds", "1", "--chunks", "20"]) == 0
+    assert f"{fmt} per-event, 1 rounds of 20 events" in capsys.readouterr().out
+
+
+def test_quartiles_by_nearest_rank() -> None:
+    assert ab_streams.quartiles([4.0, 1.0, 3.0, 2.0]) == (2.0, 3.0, 4.0)
+    assert ab_streams.quartiles([5.0]) == (5.0, 5.0, 5.0)
 
 
 def test_percentile_nearest_rank() -> None:
