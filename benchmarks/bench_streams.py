@@ -83,13 +83,25 @@ def ollm_stream(provider: Any, model: str, cancel: threading.Event | None = None
     return n
 
 
+def _post_sse(session: requests.Session, url: str, model: str) -> requests.Response:
+    """The streamed OpenAI-style request every naive SSE loop sends (once per stream)."""
+    body = {"model": model, "messages": _MESSAGES, "stream": True}
+    return session.post(url + "/v1/chat/completions", json=body, stream=True)
+
+
+def _post_ndjson(session: requests.Session, url: str, model: str) -> requests.Response:
+    """The streamed Ollama-style request every naive NDJSON loop sends (once per stream)."""
+    body = {"model": model, "messages": _MESSAGES, "stream": True}
+    return session.post(url + "/api/chat", json=body, stream=True)
+
+
+# Each naive loop below is written out in full, as a user would write it: sharing the
+# per-line work through a function would add a call per event to the floor being raced.
+
+
 def naive_sse(session: requests.Session, url: str, model: str) -> int:
     """The naive floor for SSE: ``iter_content`` + split on LF + ``json.loads``."""
-    resp = session.post(
-        url + "/v1/chat/completions",
-        json={"model": model, "messages": _MESSAGES, "stream": True},
-        stream=True,
-    )
+    resp = _post_sse(session, url, model)
     n = 0
     buf = b""
     loads = json.loads
@@ -108,9 +120,7 @@ def naive_sse(session: requests.Session, url: str, model: str) -> int:
 
 def naive_ndjson(session: requests.Session, url: str, model: str) -> int:
     """The naive floor for NDJSON: ``iter_content`` + split on LF + ``json.loads``."""
-    resp = session.post(
-        url + "/api/chat", json={"model": model, "messages": _MESSAGES, "stream": True}, stream=True
-    )
+    resp = _post_ndjson(session, url, model)
     n = 0
     buf = b""
     loads = json.loads
@@ -127,11 +137,7 @@ def naive_ndjson(session: requests.Session, url: str, model: str) -> int:
 
 def naive_str_sse(session: requests.Session, url: str, model: str) -> int:
     """A naive loop on text: each chunk decoded to ``str`` once, ``str.split``, ``json.loads``."""
-    resp = session.post(
-        url + "/v1/chat/completions",
-        json={"model": model, "messages": _MESSAGES, "stream": True},
-        stream=True,
-    )
+    resp = _post_sse(session, url, model)
     n = 0
     buf = ""
     loads = json.loads
@@ -150,9 +156,7 @@ def naive_str_sse(session: requests.Session, url: str, model: str) -> int:
 
 def naive_str_ndjson(session: requests.Session, url: str, model: str) -> int:
     """The text loop for NDJSON: decode once to ``str``, ``str.split``, ``json.loads``."""
-    resp = session.post(
-        url + "/api/chat", json={"model": model, "messages": _MESSAGES, "stream": True}, stream=True
-    )
+    resp = _post_ndjson(session, url, model)
     n = 0
     buf = ""
     loads = json.loads
@@ -169,11 +173,7 @@ def naive_str_ndjson(session: requests.Session, url: str, model: str) -> int:
 
 def lines_sse(session: requests.Session, url: str, model: str) -> int:
     """``Response.iter_lines`` + ``json.loads`` (a naive floor)."""
-    resp = session.post(
-        url + "/v1/chat/completions",
-        json={"model": model, "messages": _MESSAGES, "stream": True},
-        stream=True,
-    )
+    resp = _post_sse(session, url, model)
     n = 0
     for line in resp.iter_lines():
         if line[:6] == b"data: " and line != b"data: [DONE]":
@@ -186,9 +186,7 @@ def lines_sse(session: requests.Session, url: str, model: str) -> int:
 
 def lines_ndjson(session: requests.Session, url: str, model: str) -> int:
     """``Response.iter_lines`` + ``json.loads`` for NDJSON."""
-    resp = session.post(
-        url + "/api/chat", json={"model": model, "messages": _MESSAGES, "stream": True}, stream=True
-    )
+    resp = _post_ndjson(session, url, model)
     n = 0
     for line in resp.iter_lines():
         if line and json.loads(line)["message"]["content"]:
