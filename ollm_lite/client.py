@@ -97,9 +97,11 @@ class Client(ScriptCalls):
         defaults = dict(options or {})
         check_names(defaults, "Client")
         resolve(defaults)  # a bad default fails here, not at the first call
-        if isinstance(schema_retries, bool) or not isinstance(schema_retries, int):
-            raise ConfigError(f"schema_retries must be an integer >= 0, not {schema_retries!r}")
-        if schema_retries < 0:
+        if (
+            isinstance(schema_retries, bool)
+            or not isinstance(schema_retries, int)
+            or schema_retries < 0
+        ):
             raise ConfigError(f"schema_retries must be an integer >= 0, not {schema_retries!r}")
         self.provider = provider
         self.model = model
