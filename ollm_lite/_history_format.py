@@ -40,12 +40,22 @@ def conversation_to_dict(system_prompt: str | None, messages: Iterable[Message])
     }
 
 
-def write_conversation(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
-    """Write ``data`` as JSON, atomically: a crash never leaves half a file."""
+def write_conversation(
+    path: str | os.PathLike[str], data: Mapping[str, Any], what: str = "conversation"
+) -> None:
+    """Write ``data`` as JSON, atomically: a crash never leaves half a file.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` when the file cannot be written (``what`` names
+            the saved thing in the message).
+    """
     target = Path(path)
     tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
-    tmp.replace(target)
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise ConfigError(f"cannot save the {what} to {target}: {exc.strerror}") from exc
 
 
 def read_conversation(path: str | os.PathLike[str]) -> tuple[str | None, list[Message]]:

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypedDict
+from typing import Any
 
 from ._call_settings import CallSettings
+from ._chat_loop import ChatCall
 from ._inputs import as_images, as_messages, as_tools
 from ._options import merge, resolve
 from .chat import ToolMode
 from .errors import ConfigError
 from .tools import ToolRegistry
-from .types import GenerationOptions, Message, ToolSchema
+from .types import Message, ToolSchema
 
-__all__ = ["Call", "CallInputs", "LoopSettings", "check_tool_choice", "prepare_call"]
+__all__ = ["Call", "CallInputs", "check_tool_choice", "prepare_call"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,16 +39,6 @@ class CallInputs:
     tool_mode: ToolMode = "auto"
 
 
-class LoopSettings(TypedDict):
-    """The :class:`~ollm_lite._chat_loop.ChatLoop` keywords a prepared call sets."""
-
-    system_prompt: str | None
-    tools: ToolRegistry | None
-    options: GenerationOptions
-    max_turns: int | None
-    tool_mode: ToolMode
-
-
 @dataclass(frozen=True, slots=True)
 class Call:
     """One prepared call: its messages and everything its requests carry."""
@@ -57,7 +48,8 @@ class Call:
     prompt: Message
     model: str | None
     settings: CallSettings
-    loop: LoopSettings
+    loop: ChatCall
+    """The :class:`~ollm_lite._chat_loop.ChatLoop` keywords this call sets."""
 
 
 def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:
@@ -90,7 +82,7 @@ def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:
         timeout=resolved.timeout,
         external_tools=external,
     )
-    loop = LoopSettings(
+    loop = ChatCall(
         system_prompt=system,
         tools=registry,
         options=resolved.generation,

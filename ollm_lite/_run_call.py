@@ -17,7 +17,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ._chat_loop import ChatLoop
+from ._chat_loop import ChatCall, ChatLoop
 from ._fold import EventFold, Folded, add_usage
 from ._outcome import drain, failed, raise_for, reply_of
 from ._prepare import Call
@@ -57,15 +57,8 @@ def call_events(
     if deadline is None and settings.timeout is not None:
         deadline = time.monotonic() + settings.timeout
     settings = replace(settings, response_format=response_format, deadline=deadline)
-    loop = ChatLoop(
-        client._chat,
-        call.history,
-        turns,
-        model=model,
-        cancel=cancel,
-        settings=settings,
-        **call.loop,
-    )
+    keywords = call.loop | ChatCall(model=model, cancel=cancel, settings=settings)
+    loop = ChatLoop(client._chat, call.history, turns, **keywords)
     events = loop.run(call.prompt, ())
     try:
         yield from events

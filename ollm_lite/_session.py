@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._history_format import message_from_dict, message_to_dict
+from ._history_format import message_from_dict, message_to_dict, write_conversation
 from ._script_calls import ScriptCalls
 from .errors import ConfigError
 from .types import Message
@@ -99,13 +99,7 @@ class Session(ScriptCalls):
         Raises:
             ConfigError: ``CONFIG_INVALID`` when the file cannot be written.
         """
-        target = Path(path)
-        tmp = target.with_name(target.name + ".tmp")
-        try:
-            tmp.write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1), "utf-8")
-            tmp.replace(target)
-        except OSError as exc:
-            raise ConfigError(f"cannot save the session to {target}: {exc.strerror}") from exc
+        write_conversation(path, self.to_dict(), "session")
 
 
 def load(path: str | os.PathLike[str], client: Client) -> Session:

@@ -264,7 +264,11 @@ class Conversation:
         return conversation_to_dict(self.system_prompt, self.history)
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the history as JSON (atomically: a crash never leaves half a file)."""
+        """Write the history as JSON (atomically: a crash never leaves half a file).
+
+        Raises:
+            ConfigError: ``CONFIG_INVALID`` when the file cannot be written.
+        """
         write_conversation(path, self.to_dict())
 
     @classmethod

@@ -33,14 +33,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from ._connect import build_provider, client_config, given_provider, require_valid, resolve_model
-from ._fold import Folded
 from ._options import Options, check_names, resolve
 from ._prepare import Call, CallInputs, prepare_call
 from ._reply import Reply
-from ._run_call import call_reply
 from ._script_calls import ScriptCalls
 from ._session import Session
-from ._typed import AnswerSpec
 from .chat import ChatClient
 from .errors import ConfigError
 from .providers.base import ProviderAdapter
@@ -100,9 +97,11 @@ class Client(ScriptCalls):
         defaults = dict(options or {})
         check_names(defaults, "Client")
         resolve(defaults)  # a bad default fails here, not at the first call
-        if isinstance(schema_retries, bool) or not isinstance(schema_retries, int):
-            raise ConfigError(f"schema_retries must be an integer >= 0, not {schema_retries!r}")
-        if schema_retries < 0:
+        if (
+            isinstance(schema_retries, bool)
+            or not isinstance(schema_retries, int)
+            or schema_retries < 0
+        ):
             raise ConfigError(f"schema_retries must be an integer >= 0, not {schema_retries!r}")
         self.provider = provider
         self.model = model
@@ -182,16 +181,6 @@ class Client(ScriptCalls):
 
     def _runner(self) -> Client:
         return self
-
-    def _prepare(self, prompt: Any, **inputs: Any) -> Call:
-        """:func:`~ollm_lite._prepare.prepare_call` with this client's option defaults."""
-        return self._begin(CallInputs(prompt, **inputs))
-
-    def _reply(
-        self, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
-    ) -> tuple[Reply, Folded]:
-        """Drive the call to its end; never raises for the chat's own outcome."""
-        return call_reply(self, call, cancel, spec)
 
     def resolved_model(self) -> str:
         """The model calls use: the configured one, else the server's only chat model (asked

@@ -17,7 +17,9 @@ from typing import Any
 from .._linked_event import LinkedEvent
 from .._options import check_names
 from .._outcome import raise_for
+from .._prepare import CallInputs
 from .._reply import Reply
+from .._run_call import call_reply
 from .._typed import answer_spec
 from ..errors import OllmError
 from ._runner import concurrency_for
@@ -53,14 +55,9 @@ def _one(
 ) -> Reply:
     reply: Reply | None = None
     try:
-        call = client._prepare(
-            prompt,
-            system=asks["system"],
-            model=asks["model"],
-            images=asks["images"],
-            options=options,
-        )
-        reply, folded = client._reply(call, stop, spec)  # stop follows the caller's cancel
+        inputs = CallInputs(prompt, asks["system"], asks["model"], asks["images"], options)
+        # stop follows the caller's cancel
+        reply, folded = call_reply(client, client._begin(inputs), stop, spec)
         raise_for(reply, folded, token_limit=True)
         return reply
     except OllmError as exc:

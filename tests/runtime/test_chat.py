@@ -595,6 +595,15 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert loaded.system_prompt == "sys"
 
 
+def test_saving_where_it_cannot_write_is_a_config_error(tmp_path: Path) -> None:
+    conv = ChatClient(ScriptedProvider(), model="m").conversation()
+    target = tmp_path / "no" / "such" / "dir" / "conv.json"
+    with pytest.raises(ConfigError, match="cannot save the conversation") as caught:
+        conv.save(target)
+    assert caught.value.code == "CONFIG_INVALID"
+    assert not target.parent.exists()
+
+
 def test_load_rejects_garbage(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     path.write_text("{not json")
