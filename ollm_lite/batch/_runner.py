@@ -83,7 +83,8 @@ def sigint_stops(stops: Stops, *, always: bool) -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        # None: a handler installed from C; the default is the closest we can restore.
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
 
 
 def load_jobs(
