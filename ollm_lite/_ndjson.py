@@ -122,10 +122,7 @@ class NDJSONDecoder(LineBuffer):
             raise self._error
         if not self._pieces:
             return []
-        line = b"".join(self._pieces)
-        self._pieces.clear()
-        self._plen = 0
-        return self._parse([line])
+        return self._parse([self._join_pending(b"")])
 
     def _parse_many(self, region: bytes) -> list[dict[str, Any]]:
         """The objects of several whole lines, decoded to text at once (a server that outruns

@@ -48,7 +48,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from ._line_buffer import DEFAULT_MAX_LINE, LineBuffer
-from ._ndjson import NDJSONDecoder, _scan_once as _scan_once
+from ._ndjson import NDJSONDecoder
 from ._values import value
 
 __all__ = [

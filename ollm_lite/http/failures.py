@@ -84,6 +84,10 @@ class Failures:
             self.cancel is not None and self.cancel.is_set()
         )
 
+    def interrupted(self) -> bool:
+        """Whether the request was cut short: cancelled, or aborted at its deadline."""
+        return self.scope.reason is not None or (self.cancel is not None and self.cancel.is_set())
+
     def deadline_error(self) -> RequestTimeout:
         """``LLM_TIMEOUT`` for a request past its total deadline."""
         return RequestTimeout(

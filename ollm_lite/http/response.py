@@ -87,9 +87,6 @@ class StreamResponse:
         self._origin = failures.origin
         self._scope = failures.scope
         self._release = release
-        self._cancel = failures.cancel
-        self._timeouts = failures.timeouts
-        self._model = failures.model
         self._closed = False
         # urllib3's chunk reader, kept here so a caller leaving iter_chunks() early does not
         # close it: close() may still finish the body and keep the connection.
@@ -108,7 +105,7 @@ class StreamResponse:
         if self._closed:
             return
         self._closed = True
-        if self._source is not None and self._scope.reason is None and not self._cancelled():
+        if self._source is not None and not self._failures.interrupted():
             self._finish_body(self._source)
         self._source = None
         # Finished before the connection goes back to the pool: a cancel arriving now must
@@ -148,13 +145,6 @@ class StreamResponse:
             with contextlib.suppress(OSError):
                 sock.settimeout(previous)
 
-    def _cancelled(self) -> bool:
-        return self._failures.cancelled()
-
-    def _read_error(self, exc: BaseException) -> OllmError:
-        """Translate a failure while reading the body."""
-        return self._failures.on_read(exc)
-
     def iter_chunks(self) -> Iterator[bytes]:
         """Raw body chunks as they arrive (one HTTP chunk each for chunked bodies).
 
@@ -188,7 +178,7 @@ class StreamResponse:
         return BadResponse(
             f"{self._origin.where} sent a body {what} (Content-Encoding: {coding or 'none'})",
             provider=self._origin.provider,
-            model=self._model,
+            model=self._failures.model,
             details={"content_encoding": coding},
         )
 
@@ -207,10 +197,10 @@ class StreamResponse:
             BadResponse: ``LLM_BAD_RESPONSE`` from the decoder (over-long line).
             Cancelled, ConnectionFailed: as :meth:`iter_chunks`.
         """
-        idle = self._timeouts.idle
+        idle = self._failures.timeouts.idle
         monotonic = time.monotonic
         feed = decoder.feed
-        cancel = self._cancel
+        cancel = self._failures.cancel
         last = monotonic()
         # One loop for reading and decoding (the per-token hot path: no generator between
         # them); ``decoding`` keeps a decoder's own failure from being read as a broken body.
@@ -222,7 +212,7 @@ class StreamResponse:
                 if not chunk:
                     continue
                 if cancel is not None and cancel.is_set():
-                    raise self._read_error(EOFError())
+                    raise self._failures.on_read(EOFError())
                 decoding = True
                 items = feed(chunk)
                 decoding = False
@@ -248,7 +238,7 @@ class StreamResponse:
         return RequestTimeout(
             f"{self._origin.provider} sent no content for {idle:g} s",
             provider=self._origin.provider,
-            model=self._model,
+            model=self._failures.model,
             details={"idle_timeout": idle},
         )
 
@@ -256,18 +246,18 @@ class StreamResponse:
         """A read failed: a clean close that broke the framing ends the body quietly (the
         caller sees a short stream); anything else is raised as the read error it is."""
         if isinstance(exc, (urllib3.exceptions.DecodeError, zlib.error)):
-            if self._scope.reason is not None or self._cancelled():
-                raise self._read_error(exc) from exc
+            if self._failures.interrupted():
+                raise self._failures.on_read(exc) from exc
             raise self._coding_error("that could not be decoded") from exc
-        if self._scope.reason is None and not self._cancelled() and not is_reset(exc):
+        if not self._failures.interrupted() and not is_reset(exc):
             self._response._content_consumed = True  # type: ignore[attr-defined]
             return
-        raise self._read_error(exc) from exc
+        raise self._failures.on_read(exc) from exc
 
     def _end_clean(self) -> None:
         """The body ended: a cancel or a deadline that cut it short is still an error."""
-        if self._scope.reason is not None or self._cancelled():
-            raise self._read_error(EOFError())
+        if self._failures.interrupted():
+            raise self._failures.on_read(EOFError())
         self._response._content_consumed = True  # type: ignore[attr-defined]
 
     def iter_decoded(self, decoder: Decoder[T]) -> Iterator[T]:

@@ -292,7 +292,7 @@ class ChatStreamState:
         """Events for one SSE ``data`` payload."""
         try:
             chunk = self._loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested too deep is not JSON to this reader
             self.skipped += 1
             return []
         if isinstance(chunk, list) and len(chunk) == 1:  # the array form of errors

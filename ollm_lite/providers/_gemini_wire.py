@@ -116,7 +116,7 @@ def _response_object(text: str) -> dict[str, Any]:
     """A tool message's content as the object ``functionResponse.response`` must be."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {"result": text}
     return value if isinstance(value, dict) else {"result": value}
 

@@ -108,10 +108,6 @@ class ProviderAdapter(Protocol):
 _TAKES_CANCEL: dict[tuple[type, str], bool] = {}
 
 
-def _takes_cancel(method: Callable[..., Any]) -> bool:
-    return accepts_keyword(method, "cancel")
-
-
 def call_with_cancel(
     adapter: Any, method_name: str, *args: Any, cancel: threading.Event | None
 ) -> Any:
@@ -127,12 +123,12 @@ def call_with_cancel(
     cls = type(adapter)
     on_class = any(method_name in vars(base) for base in cls.__mro__)
     if not on_class or method_name in getattr(adapter, "__dict__", ()):
-        takes = _takes_cancel(method)
+        takes = accepts_keyword(method, "cancel")
     else:
         key = (cls, method_name)
         known = _TAKES_CANCEL.get(key)
         if known is None:
-            known = _TAKES_CANCEL[key] = _takes_cancel(method)
+            known = _TAKES_CANCEL[key] = accepts_keyword(method, "cancel")
         takes = known
     return method(*args, cancel=cancel) if takes else method(*args)
 

@@ -206,14 +206,13 @@ def _wait(
 ) -> Literal["done", "cancelled", "timeout"]:
     """Sleep ``seconds`` (``None``: until cancelled), cut short by ``cancel`` or ``deadline``."""
     end = None if seconds is None else time.monotonic() + seconds
+    outcome: Literal["done", "timeout"] = "done"
     if deadline is not None and (end is None or deadline < end):
         end, outcome = deadline, "timeout"
-    else:
-        outcome = "done"
     event = cancel if cancel is not None else threading.Event()
     if event.wait(None if end is None else max(0.0, end - time.monotonic())):
         return "cancelled"
-    return "timeout" if outcome == "timeout" else "done"
+    return outcome
 
 
 def _ended(outcome: str) -> ProviderEvent:

@@ -152,6 +152,20 @@ def test_error_mid_stream_keeps_text_one_terminal() -> None:
     assert details["status"] == 503 and details["server_status"] == "UNAVAILABLE"
 
 
+def test_data_nested_too_deep_is_skipped_not_a_recursion_error() -> None:
+    deep = b"data: " + b"[" * 100_000 + b"]" * 100_000 + b"\r\n\r\n"
+    events, _ = run([*sse(text_chunk("Hel")), deep, *sse(text_chunk("lo", "STOP"))])
+    assert events[:2] == [TextEvent("Hel"), TextEvent("lo")]
+    assert isinstance(events[-1], FinishEvent) and events[-1].reason == "stop"
+
+
+def test_tool_result_nested_too_deep_is_sent_as_text() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    message = Message("tool", [TextPart(deep)], name="f", tool_call_id="call_0")
+    [content] = contents_from_messages([message])
+    assert content["parts"][0]["functionResponse"]["response"] == {"result": deep}
+
+
 def test_stream_cut_without_finish_reason() -> None:
     events, _ = run(sse(text_chunk("par")), then="close")
     assert events[0] == TextEvent("par")
