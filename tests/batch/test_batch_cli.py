@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -169,12 +171,16 @@ def _wait(condition: object, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def test_ctrl_c_lets_requests_in_flight_finish_then_exits_130(
-    tmp_path: Path, server: tuple[LoopbackServer, Held]
-) -> None:
+@contextmanager
+def _interrupted_run(
+    tmp_path: Path, server: tuple[LoopbackServer, Held], prompts: int
+) -> Iterator[tuple[subprocess.Popen[bytes], Lines, Path, Path]]:
+    """A batch run of ``prompts`` lines at concurrency 2, stopped by one Ctrl-C while two
+    requests are held in flight; yields (process, its stderr, input, output). The held requests
+    are released and the process is killed on the way out."""
     srv, route = server
     route.release.clear()
-    inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(6)])
+    inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(prompts)])
     out = tmp_path / "out.jsonl"
     proc = popen(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--concurrency", "2"))
     err = Lines(proc.stderr)
@@ -182,10 +188,19 @@ def test_ctrl_c_lets_requests_in_flight_finish_then_exits_130(
         _wait(lambda: route.in_flight == 2)
         proc.send_signal(signal.SIGINT)
         _wait(lambda: err.saw("interrupt: no new requests"))
+        yield proc, err, inp, out
+    finally:
+        route.release.set()
+        proc.kill()
+
+
+def test_ctrl_c_lets_requests_in_flight_finish_then_exits_130(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    srv, route = server
+    with _interrupted_run(tmp_path, server, prompts=6) as (proc, err, inp, out):
         route.release.set()
         proc.wait(timeout=60)
-    finally:
-        proc.kill()
     assert proc.returncode == 130, err.text()
     assert "run the same command again to resume" in err.text()
     lines = read_output(out)
@@ -199,21 +214,9 @@ def test_ctrl_c_lets_requests_in_flight_finish_then_exits_130(
 def test_a_second_ctrl_c_cancels_requests_in_flight(
     tmp_path: Path, server: tuple[LoopbackServer, Held]
 ) -> None:
-    srv, route = server
-    route.release.clear()
-    inp = write_prompts(tmp_path / "in.jsonl", [f"p{i}" for i in range(4)])
-    out = tmp_path / "out.jsonl"
-    proc = popen(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--concurrency", "2"))
-    err = Lines(proc.stderr)
-    try:
-        _wait(lambda: route.in_flight == 2)
-        proc.send_signal(signal.SIGINT)
-        _wait(lambda: err.saw("interrupt: no new requests"))
+    with _interrupted_run(tmp_path, server, prompts=4) as (proc, _err, _inp, out):
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
-    finally:
-        route.release.set()
-        proc.kill()
     assert proc.returncode == 130
     assert out.read_bytes() == b""  # cancelled lines are not written: the next run sends them
 

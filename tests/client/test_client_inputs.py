@@ -6,18 +6,12 @@ import base64
 from pathlib import Path
 
 import pytest
+from client_support import client
 
-import ollm_lite
-from ollm_lite import ConfigError, ImagePart, Message, ScriptedProvider, ToolSchema, tool
-from ollm_lite.client import Client
+from ollm_lite import ConfigError, ImagePart, Message, ToolSchema, tool
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 16
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 16
-
-
-def client(*turns: str) -> tuple[Client, ScriptedProvider]:
-    provider = ScriptedProvider(list(turns))
-    return ollm_lite.connect(provider, model="m"), provider
 
 
 def test_a_list_of_dicts_is_the_conversation() -> None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from client_support import client
 
 import ollm_lite
 from ollm_lite import (
@@ -34,11 +35,6 @@ from ollm_lite.client import Client
 def add(a: float, b: float) -> float:
     """Add two numbers."""
     return a + b
-
-
-def client(*turns: Any, **options: Any) -> tuple[Client, ScriptedProvider]:
-    provider = ScriptedProvider(list(turns))
-    return ollm_lite.connect(provider, model="m", **options), provider
 
 
 def session_of(llm: Client) -> Any:

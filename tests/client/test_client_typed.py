@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 import pytest
+from client_support import client
 
 import ollm_lite
 from ollm_lite import BadResponse, ConfigError, ScriptedProvider, TextEvent, Usage
@@ -47,11 +48,6 @@ class Mood(enum.Enum):
 class Diary:
     mood: Mood
     entries: list[Weather]
-
-
-def client(*turns: object) -> tuple[Client, ScriptedProvider]:
-    provider = ScriptedProvider(list(turns))  # type: ignore[arg-type]
-    return ollm_lite.connect(provider, model="m"), provider
 
 
 def test_a_dataclass_schema_returns_an_instance_and_sends_the_schema() -> None:

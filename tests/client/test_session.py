@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from client_support import client
 
 import ollm_lite
 from ollm_lite import (
@@ -13,25 +14,18 @@ from ollm_lite import (
     ErrorEvent,
     ErrorInfo,
     Message,
-    ScriptedProvider,
     TextEvent,
     ToolCall,
     ToolCallEvent,
     ToolResult,
     tool,
 )
-from ollm_lite.client import Client
 
 
 @tool
 def add(a: float, b: float) -> float:
     """Add two numbers."""
     return a + b
-
-
-def client(*turns: object) -> tuple[Client, ScriptedProvider]:
-    provider = ScriptedProvider(list(turns))  # type: ignore[arg-type]
-    return ollm_lite.connect(provider, model="m"), provider
 
 
 def test_two_turns_share_the_history() -> None:

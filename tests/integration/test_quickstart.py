@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import llamacpp  # scripts/, put on sys.path by conftest.py
@@ -33,13 +34,56 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def test_quickstart_streams_an_answer_and_stops_the_server(llamacpp_py_server):
-    """One command: install (cached), serve, a visible answer on stdout, server stopped."""
+def quickstart_env() -> dict[str, str]:
+    """The environment for scripts/quickstart.sh (this worktree's code first); skips loudly
+    while the command line it needs is missing."""
     if importlib.util.find_spec("ollm_lite.cli") is None:
         pytest.skip("!!! ollm_lite.cli (the ollm-lite command line) has not landed yet !!!")
-    before = {s.pid for s in llamacpp.recorded_servers()}
     env = dict(os.environ, PYTHON=sys.executable)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
+    return env
+
+
+def stop_when_ready(
+    env: dict[str, str],
+    prompt: str,
+    preexec_fn: Callable[[], None],
+    stop: Callable[[subprocess.Popen[str]], None],
+) -> tuple[int, str]:
+    """Start the quick start in its own session, call ``stop`` on it once the server is ready
+    (the chat is then under way), and return its exit code and the rest of its stderr."""
+    proc = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "quickstart.sh"), prompt],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,  # a terminal's Ctrl-C reaches the whole foreground group
+        preexec_fn=preexec_fn,
+    )
+    try:
+        assert proc.stderr is not None
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if "ready at" in line:
+                break
+        assert any("ready at" in line for line in lines), lines
+        stop(proc)
+        rest = proc.stderr.read()
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return code, rest
+
+
+def test_quickstart_streams_an_answer_and_stops_the_server(llamacpp_py_server):
+    """One command: install (cached), serve, a visible answer on stdout, server stopped."""
+    env = quickstart_env()
+    before = {s.pid for s in llamacpp.recorded_servers()}
     done = subprocess.run(
         ["bash", str(REPO / "scripts" / "quickstart.sh"), "Write a haiku about the sea."],
         capture_output=True,
@@ -56,37 +100,15 @@ def test_quickstart_streams_an_answer_and_stops_the_server(llamacpp_py_server):
 
 def test_quickstart_ctrl_c_still_stops_the_server(llamacpp_py_server):
     """Ctrl-C while chatting: exit 130 and the server is stopped all the same."""
-    if importlib.util.find_spec("ollm_lite.cli") is None:
-        pytest.skip("!!! ollm_lite.cli (the ollm-lite command line) has not landed yet !!!")
+    env = quickstart_env()
     before = {s.pid for s in llamacpp.recorded_servers()}
-    env = dict(os.environ, PYTHON=sys.executable)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     long_prompt = "Tell a very long story. " + " ".join(f"word{i}" for i in range(300))
-    proc = subprocess.Popen(
-        ["bash", str(REPO / "scripts" / "quickstart.sh"), long_prompt],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,  # a terminal's Ctrl-C reaches the whole foreground group
-        preexec_fn=default_sigint,  # the test needs Ctrl-C, whatever this run inherited
+    code, rest = stop_when_ready(
+        env,
+        long_prompt,
+        default_sigint,  # the test needs Ctrl-C, whatever this run inherited
+        lambda proc: os.killpg(proc.pid, signal.SIGINT),
     )
-    try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:
-            lines.append(line)
-            if "ready at" in line:
-                break
-        assert any("ready at" in line for line in lines), lines
-        os.killpg(proc.pid, signal.SIGINT)
-        rest = proc.stderr.read()
-        code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert code == 130, rest
     assert "server stopped" in rest
     assert {s.pid for s in llamacpp.recorded_servers()} == before
@@ -95,37 +117,16 @@ def test_quickstart_ctrl_c_still_stops_the_server(llamacpp_py_server):
 def test_quickstart_started_with_sigint_ignored_stops_the_server_on_sigterm(llamacpp_py_server):
     """Started with SIGINT ignored (nohup, a background job), the quick start is stopped with
     SIGTERM: it ends the chat, stops the server and exits 143 (128 + SIGTERM)."""
-    if importlib.util.find_spec("ollm_lite.cli") is None:
-        pytest.skip("!!! ollm_lite.cli (the ollm-lite command line) has not landed yet !!!")
+    env = quickstart_env()
     before = {s.pid for s in llamacpp.recorded_servers()}
-    env = dict(os.environ, PYTHON=sys.executable)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     long_prompt = " ".join(f"word{i}" for i in range(300))
-    proc = subprocess.Popen(
-        ["bash", str(REPO / "scripts" / "quickstart.sh"), long_prompt],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-        preexec_fn=ignore_sigint,
+    code, rest = stop_when_ready(
+        env,
+        long_prompt,
+        ignore_sigint,
+        # the script execs python: this is the quick start
+        lambda proc: proc.send_signal(signal.SIGTERM),
     )
-    try:
-        assert proc.stderr is not None
-        lines = []
-        for line in proc.stderr:
-            lines.append(line)
-            if "ready at" in line:
-                break
-        assert any("ready at" in line for line in lines), lines
-        proc.send_signal(signal.SIGTERM)  # the script execs python: this is the quick start
-        rest = proc.stderr.read()
-        code = proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert code == 128 + signal.SIGTERM, rest
     assert "server stopped" in rest
     assert {s.pid for s in llamacpp.recorded_servers()} == before

@@ -21,7 +21,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,24 +146,32 @@ def _bounded(made: list[Client]) -> Any:
     return connect
 
 
-def _run_five(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> tuple[dict[str, Any], str, list[Client]]:
-    made: list[Client] = []
-    namespace = run(FIVE[name], tmp_path, monkeypatch, _bounded(made))
-    printed = capsys.readouterr().out
-    assert printed.strip(), f"the {name} script printed nothing"
-    assert made and made[0].model == llamacpp.MODEL_ALIAS
-    return namespace, printed, made
+FiveRunner = Callable[[str], tuple[dict[str, Any], str, list[Client]]]
 
 
-def test_tool_script_calls_the_tool(
+@pytest.fixture
+def run_five(
     configured: None,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:
-    namespace, _, made = _run_five("tool-using", tmp_path, monkeypatch, capsys)
+) -> FiveRunner:
+    """Runs one of the README's five scripts by name against the configured server; returns its
+    namespace, what it printed and the clients it made."""
+
+    def run_one(name: str) -> tuple[dict[str, Any], str, list[Client]]:
+        made: list[Client] = []
+        namespace = run(FIVE[name], tmp_path, monkeypatch, _bounded(made))
+        printed = capsys.readouterr().out
+        assert printed.strip(), f"the {name} script printed nothing"
+        assert made and made[0].model == llamacpp.MODEL_ALIAS
+        return namespace, printed, made
+
+    return run_one
+
+
+def test_tool_script_calls_the_tool(run_five: FiveRunner) -> None:
+    namespace, _, made = run_five("tool-using")
     reply = made[0].run("What is 2.5 + 4?", tools=[namespace["add"]], tool_choice="add")
     assert isinstance(reply, Reply)
     assert reply.tool_calls and reply.tool_calls[0].name == "add"
@@ -173,26 +181,16 @@ def test_tool_script_calls_the_tool(
     assert reply.finish in ("complete", "max_turns", "loop_detected")
 
 
-def test_typed_script_returns_the_dataclass(
-    configured: None,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    namespace, printed, made = _run_five("typed", tmp_path, monkeypatch, capsys)
+def test_typed_script_returns_the_dataclass(run_five: FiveRunner) -> None:
+    namespace, printed, made = run_five("typed")
     assert printed.startswith("City(name=")  # a City instance was printed, not text
     value = made[0].ask("Name a city in Italy.", schema=namespace["City"])
     assert isinstance(value, namespace["City"])
     assert isinstance(value.name, str) and isinstance(value.country, str)
 
 
-def test_two_turn_script_keeps_the_history(
-    configured: None,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    namespace, _, _ = _run_five("two-turn", tmp_path, monkeypatch, capsys)
+def test_two_turn_script_keeps_the_history(run_five: FiveRunner) -> None:
+    namespace, _, _ = run_five("two-turn")
     roles = [m.role for m in namespace["chat"].messages]
     assert roles == ["user", "assistant", "user", "assistant"]
 

@@ -218,7 +218,8 @@ def test_a_missing_command_is_a_config_error() -> None:
         McpServer.stdio("mcp-server-time")  # a string, not a list
 
 
-def test_garbage_on_stdout_is_a_bad_response_within_start_timeout() -> None:
+def _record_started_pids(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The pid of every stdio server started from now on, in start order."""
     pids: list[int] = []
     original = StdioTransport.start
 
@@ -227,30 +228,25 @@ def test_garbage_on_stdout_is_a_bad_response_within_start_timeout() -> None:
         assert self.pid is not None
         pids.append(self.pid)
 
-    StdioTransport.start = spy  # type: ignore[method-assign]
-    try:
-        with pytest.raises(BadResponse, match="not MCP"):
-            McpServer.stdio(fake_command("garbage"), start_timeout=3)
-    finally:
-        StdioTransport.start = original  # type: ignore[method-assign]
+    monkeypatch.setattr(StdioTransport, "start", spy)
+    return pids
+
+
+def test_garbage_on_stdout_is_a_bad_response_within_start_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pids = _record_started_pids(monkeypatch)
+    with pytest.raises(BadResponse, match="not MCP"):
+        McpServer.stdio(fake_command("garbage"), start_timeout=3)
     assert wait_gone(pids[0])
 
 
-def test_a_server_that_never_answers_times_out_and_is_ended() -> None:
-    pids: list[int] = []
-    original = StdioTransport.start
-
-    def spy(self: StdioTransport, *a: Any) -> None:
-        original(self, *a)
-        assert self.pid is not None
-        pids.append(self.pid)
-
-    StdioTransport.start = spy  # type: ignore[method-assign]
-    try:
-        with pytest.raises(RequestTimeout, match="initialize"):
-            McpServer.stdio(fake_command("silent"), start_timeout=2)
-    finally:
-        StdioTransport.start = original  # type: ignore[method-assign]
+def test_a_server_that_never_answers_times_out_and_is_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pids = _record_started_pids(monkeypatch)
+    with pytest.raises(RequestTimeout, match="initialize"):
+        McpServer.stdio(fake_command("silent"), start_timeout=2)
     assert wait_gone(pids[0])
 
 

@@ -322,14 +322,14 @@ def test_property_arbitrary_bytes_end_only_in_the_librarys_error(
 _DATA_BLOCK = st.binary(max_size=16).map(
     lambda v: b"data: " + v.replace(b"\n", b"").replace(b"\r", b"") + b"\n\n"
 )
-
-
-@given(
-    st.lists(
-        st.one_of(_DATA_BLOCK, _DATA_BLOCK, _FIELD_LINES.map(lambda v: v + b"\n")), max_size=40
-    ),
-    st.lists(st.integers(min_value=1, max_value=4000), max_size=4),
+# Many short events packed together (data blocks between other fields), cut in a few places.
+_PACKED_BLOCKS = st.lists(
+    st.one_of(_DATA_BLOCK, _DATA_BLOCK, _FIELD_LINES.map(lambda v: v + b"\n")), max_size=40
 )
+_FEW_CUTS = st.lists(st.integers(min_value=1, max_value=4000), max_size=4)
+
+
+@given(_PACKED_BLOCKS, _FEW_CUTS)
 @settings(max_examples=300)
 def test_property_many_events_in_one_chunk_match_the_spec_reading(
     parts: list[bytes], cuts: list[int]
@@ -370,12 +370,7 @@ def test_property_data_decoder_gives_the_events_data_any_chunking(
             assert item == event  # id and retry too
 
 
-@given(
-    st.lists(
-        st.one_of(_DATA_BLOCK, _DATA_BLOCK, _FIELD_LINES.map(lambda v: v + b"\n")), max_size=40
-    ),
-    st.lists(st.integers(min_value=1, max_value=4000), max_size=4),
-)
+@given(_PACKED_BLOCKS, _FEW_CUTS)
 @settings(max_examples=300)
 def test_property_data_decoder_packed_chunks_match_the_spec_reading(
     parts: list[bytes], cuts: list[int]
