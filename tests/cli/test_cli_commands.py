@@ -22,7 +22,7 @@ from ollama_support import (
     stream,
 )
 
-from ollm_lite._progress import PullProgressPrinter, human_bytes
+from ollm_lite.cli._pull_progress import PullProgressPrinter, human_bytes
 from ollm_lite.types import PullProgress
 
 TAGS = {

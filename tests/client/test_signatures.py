@@ -17,7 +17,7 @@ import pytest
 
 import ollm_lite
 from ollm_lite import ChatFinishEvent, ScriptedProvider, Session, TextEvent
-from ollm_lite._script_calls import same_parameters_as
+from ollm_lite.client._calls import same_parameters_as
 from ollm_lite.client import Client
 
 KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY

@@ -35,10 +35,10 @@ from ollm_lite import (
     ToolCall,
     ToolCallEvent,
 )
-from ollm_lite._fold import fold_events
-from ollm_lite._inputs import as_image, as_messages
-from ollm_lite._options import OPTION_NAMES, check_names, resolve
-from ollm_lite._typed import answer_spec, parse_answer
+from ollm_lite.types._event_fold import fold_events
+from ollm_lite.client._inputs import as_image, as_messages
+from ollm_lite.client._options import OPTION_NAMES, check_names, resolve
+from ollm_lite.client._typed import answer_spec, parse_answer
 from ollm_lite.providers.base import collect_result
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import pytest
 from hypothesis import assume, given, strategies as st
 
-from ollm_lite._validation import validate_arguments
+from ollm_lite.tools._validation import validate_arguments
 from ollm_lite.providers.base import BaseProvider
 from ollm_lite.react import ReActToolHandler
 from ollm_lite.tokens import TokenCounter, approx_token_count, estimate_tokens

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from transport_support import wait_for_threads
 
-from ollm_lite._chat_strategies import (
+from ollm_lite.chat._strategies import (
     Answer,
     Calls,
     GiveUp,
@@ -21,7 +21,7 @@ from ollm_lite._chat_strategies import (
     Retry,
     Turn,
 )
-from ollm_lite._endings import chat_reason, ending_of, result_reason, run_phase, stop_error
+from ollm_lite.types._finish_reasons import chat_reason, ending_of, result_reason, run_phase, stop_error
 from ollm_lite.chat import ChatClient, Conversation
 from ollm_lite.providers.base import collect_result
 from ollm_lite.providers.scripted import ScriptedProvider

@@ -18,8 +18,8 @@ from typing import Annotated, Any, Literal, NotRequired, Optional, TypedDict, Un
 
 import pytest
 
-from ollm_lite._docstrings import parse_docstring
-from ollm_lite._validation import validate_arguments
+from ollm_lite.tools._docstrings import parse_docstring
+from ollm_lite.tools._validation import validate_arguments
 from ollm_lite.errors import BadResponse, Cancelled
 from ollm_lite.tools import Tool, ToolDefinitionError, ToolRegistry, tool
 from ollm_lite.types import ErrorInfo, ToolCall, ToolResult, ToolSchema

@@ -9,7 +9,7 @@ from typing import Any
 
 from hypothesis import given, strategies as st
 
-from ollm_lite._signatures import accepts_keyword
+from ollm_lite.providers._accepts_keyword import accepts_keyword
 
 NAMES = ("cancel", "model", "request", "timeout")
 
