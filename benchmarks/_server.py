@@ -34,7 +34,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT / "tests") not in sys.path:  # the one loopback server lives with the tests
     sys.path.insert(0, str(_ROOT / "tests"))
 
-from transport_support import (  # noqa: E402
+from support.transport_support import (  # noqa: E402
     ChildServer,
     LoopbackServer,
     Request,

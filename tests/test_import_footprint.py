@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ollama_support as oll
+from support import ollama_support as oll
 
 TESTS = Path(__file__).parent
 

@@ -6,8 +6,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from batch.batch_support import EchoBackend, client_for, read_output, write_lines
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support.batch_support import EchoBackend, client_for, read_output, write_lines
 
 from ollm_lite.batch import BatchFileError, run_batch
 from ollm_lite.batch._format import (

@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from batch.batch_support import (
+from support.batch_support import (
     EchoBackend,
     chat_line,
     client_for,

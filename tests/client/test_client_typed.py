@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 import pytest
-from client_support import client
+from support.client_support import client
 
 import ollm_lite
 from ollm_lite import BadResponse, ConfigError, ScriptedProvider, TextEvent, Usage

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from doc_snippets import PAGES, ROOT, Snippet, offline_connect, run, snippets
+from support.doc_snippets import PAGES, ROOT, Snippet, offline_connect, run, snippets
 
 SNIPPETS = snippets()
 
