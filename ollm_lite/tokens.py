@@ -23,9 +23,9 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
-from ._values import value
 from .errors import ConfigError
 from .providers.base import ProviderAdapter, approx_token_count, call_with_cancel
 from .types import ProviderRequest
@@ -47,7 +47,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class TokenCheck:
     """A request's size against its model's context window."""
 
@@ -74,7 +74,7 @@ class TokenCheck:
         return self.tokens > self.limit
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class FittedLines:
     """What :meth:`TokenCounter.last_lines_that_fit` kept."""
 

@@ -40,9 +40,6 @@ NOT_FOR_A_CHAT = {
     ],
     "the ReAct fallback": ["ollm_lite.react"],
     "reading a config file": ["tomllib"],
-    # @value classes are dataclasses without importing dataclasses (which imports inspect and
-    # ast); a plain @dataclass on this path would cost every script several milliseconds.
-    "dataclasses": ["dataclasses", "inspect", "ast"],
 }
 
 

@@ -12,15 +12,15 @@ Stdlib only: the chat runtime imports it without the HTTP stack.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .._values import field, value
 from ..types import Think, ToolChoice, ToolSchema
 
 __all__ = ["CallSettings"]
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class CallSettings:
     """What a call adds to each of its requests.
 

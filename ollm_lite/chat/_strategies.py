@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from .._values import field, replace, value
 from ..errors import OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ..types import (
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class Turn:
     """One model turn: what the model said and did, and what its tools returned.
 
@@ -74,7 +74,7 @@ class Turn:
     usage: Usage | None = None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Answer:
     """The model is done: ``text`` is its answer; ``events`` go out before the turn ends."""
 
@@ -82,7 +82,7 @@ class Answer:
     events: tuple[ChatEvent, ...] = ()
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Calls:
     """Tools to run: ``message`` (the assistant's, carrying ``calls``) joins the history."""
 
@@ -91,7 +91,7 @@ class Calls:
     events: tuple[ChatEvent, ...] = ()
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Retry:
     """Ask again: ``messages`` (the bad turn and a correction request) join the history."""
 
@@ -99,7 +99,7 @@ class Retry:
     events: tuple[ChatEvent, ...] = ()
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class GiveUp:
     """The model cannot be brought back on track: the chat ends with ``error``."""
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
-
-from .._values import field, value
 
 __all__ = ["McpServerConfig", "mcp_issues", "parse_mcp_table"]
 
@@ -30,7 +29,7 @@ _SERVER_KEYS = ("command", "env", "cwd", "timeout", "url", "headers")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-@value(frozen=False, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class McpServerConfig:
     """One configured MCP server (values as loaded; see :func:`mcp_issues`).
 

@@ -5,7 +5,8 @@ Public through :mod:`ollm_lite.config`, which re-exports every name here.
 
 from __future__ import annotations
 
-from .._values import field, value
+from dataclasses import dataclass, field
+
 from ..providers.backends import (
     BACKENDS as BACKEND_TABLE,
     OPENAI_COMPATIBLE_BACKENDS,
@@ -35,7 +36,7 @@ PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
 }
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ConfigIssue:
     """One problem found in a configuration.
 
@@ -51,7 +52,7 @@ class ConfigIssue:
         return f"{self.path}: {self.message}"
 
 
-@value(frozen=False, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ProviderConfig:
     """Settings of one provider; ``None`` means "the provider's own default".
 
@@ -76,7 +77,7 @@ class ProviderConfig:
         return mask_secrets(text, secret_strings(self.api_key))
 
 
-@value(frozen=False, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Config:
     """The merged configuration.
 

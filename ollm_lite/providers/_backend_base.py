@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._values import value
 from ..errors import BadResponse, HTTPStatusError, OllmError
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ _NO_ROUTE = frozenset({404, 405, 501})
 T = TypeVar("T")
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Ask:
     """One question of a provider to its backend: the provider, and the caller's cancel event
     (every request made for the answer obeys it)."""
@@ -123,7 +123,7 @@ def listed_context(ask: Ask, model: str) -> int | None:
     return info.context_length
 
 
-@value(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Backend:
     """What one OpenAI-compatible server needs from a client: its facts and its strategies.
 

@@ -11,9 +11,9 @@ Sources: llama.cpp ``tools/server/README.md``; llama-cpp-python ``llama_cpp/serv
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .._values import replace, value
 from ..errors import OllmError
 from ._backend_base import (
     Ask,
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 _INPUT_TOKENS = "/v1/chat/completions/input_tokens"
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class LlamaCppServer:
     """A server of the llama.cpp family that is neither of the two below: no tokenizer route
     and no ``/props`` (found once per provider; the subclasses are the two known servers)."""
@@ -59,7 +59,7 @@ class LlamaCppServer:
         )
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class LlamaCppPython(LlamaCppServer):
     """llama-cpp-python's server: ``POST /extras/tokenize/count`` over the text."""
 
@@ -69,7 +69,7 @@ class LlamaCppPython(LlamaCppServer):
         return token_count(ask, answer, "count", path)
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class LlamaCppNative(LlamaCppServer):
     """llama.cpp's ``llama-server``: the whole templated prompt counted by
     ``/v1/chat/completions/input_tokens``, else ``/tokenize`` over the text (older builds)."""

@@ -22,9 +22,9 @@ call it, [LAI] LocalAI's docs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._values import replace
 from ..errors import ConfigError, OllmError
 from ._backend_base import (
     _BEARER,

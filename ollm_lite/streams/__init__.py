@@ -45,9 +45,9 @@ chunks is kept as a list of pieces, joined once, so no byte is scanned twice.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .._values import value
 from ._line_buffer import DEFAULT_MAX_LINE, LineBuffer
 from ._ndjson import NDJSONDecoder
 
@@ -66,7 +66,7 @@ _BOM = b"\xef\xbb\xbf"
 Item = TypeVar("Item")
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class SSEEvent:
     """One dispatched Server-Sent Event."""
 

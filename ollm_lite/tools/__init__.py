@@ -60,10 +60,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from copy import deepcopy
+from dataclasses import dataclass
 from typing import Any, overload
 
 from .._safe_text import exception_text, safe_str, type_name
-from .._values import value
 from ..errors import Cancelled, OllmError
 from ..types import ToolCall, ToolResult, ToolSchema
 from ._calls import (
@@ -93,7 +93,7 @@ _ARGS_PREVIEW = 200
 # --------------------------------------------------------------------------- the Tool value
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Tool:
     """A function the model may call, with the schema it is shown."""
 

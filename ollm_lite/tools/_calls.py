@@ -16,10 +16,10 @@ import threading
 import types
 import typing
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .._safe_text import exception_text, type_name
-from .._values import value
 from ..types import ErrorInfo, ToolResult
 from ._schema import CANCEL_PARAM, ToolDefinitionError, schema_for_type, type_hints
 from ._validation import validate_arguments
@@ -42,7 +42,7 @@ class InvalidArguments(Exception):
     """Internal: the arguments do not fit the function."""
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Binding:
     """What the registry knows about a tool's function beyond its schema."""
 

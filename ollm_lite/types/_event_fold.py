@@ -20,8 +20,8 @@ Pure data in, pure data out: no I/O, never raises for any event sequence.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from .._values import field, value
 from . import (
     ChatFinishEvent,
     ErrorEvent,
@@ -42,7 +42,7 @@ from . import (
 __all__ = ["EventFold", "Folded", "add_usage", "fold_events"]
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class Folded:
     """What a stream of events amounted to.
 

@@ -9,9 +9,9 @@ Invariant: a provider stream ends with exactly one :class:`FinishEvent` or one
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
-from .._values import field, value
 from ._messages import ErrorInfo, ToolCall, ToolResult
 from ._requests import Usage
 
@@ -43,7 +43,7 @@ ChatFinishReason: TypeAlias = Literal[
 # --------------------------------------------------------------------------- provider events
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class TextEvent:
     """A piece of the answer's text."""
 
@@ -52,7 +52,7 @@ class TextEvent:
     type: ClassVar[Literal["text"]] = "text"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ThinkingEvent:
     """A piece of the model's reasoning, kept apart from the answer."""
 
@@ -61,7 +61,7 @@ class ThinkingEvent:
     type: ClassVar[Literal["thinking"]] = "thinking"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ToolCallEvent:
     """A complete tool call (fragments are assembled before this is emitted)."""
 
@@ -70,7 +70,7 @@ class ToolCallEvent:
     type: ClassVar[Literal["tool_call"]] = "tool_call"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class FinishEvent:
     """The normal end of a stream."""
 
@@ -81,7 +81,7 @@ class FinishEvent:
     type: ClassVar[Literal["finish"]] = "finish"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ErrorEvent:
     """The end of a stream by failure; text yielded before it stays valid."""
 
@@ -99,7 +99,7 @@ ProviderEvent: TypeAlias = TextEvent | ThinkingEvent | ToolCallEvent | FinishEve
 # --------------------------------------------------------------------------- chat events
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ToolCallStartEvent:
     """The chat loop is about to run a tool call."""
 
@@ -108,7 +108,7 @@ class ToolCallStartEvent:
     type: ClassVar[Literal["tool_call_start"]] = "tool_call_start"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ToolCallResultEvent:
     """A tool call finished (successfully or not)."""
 
@@ -119,7 +119,7 @@ class ToolCallResultEvent:
     type: ClassVar[Literal["tool_call_result"]] = "tool_call_result"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class TurnCompleteEvent:
     """One model turn (a request and its tool calls) is done."""
 
@@ -128,7 +128,7 @@ class TurnCompleteEvent:
     type: ClassVar[Literal["turn_complete"]] = "turn_complete"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class WarningEvent:
     """Something the caller should know that does not stop the chat."""
 
@@ -139,7 +139,7 @@ class WarningEvent:
     type: ClassVar[Literal["warning"]] = "warning"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ChatFinishEvent:
     """The end of a whole chat (all turns)."""
 

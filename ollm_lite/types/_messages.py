@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
 
 from .._safe_text import safe_str
-from .._values import field, value
 
 __all__ = [
     "ErrorInfo",
@@ -37,7 +37,7 @@ _ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
 # --------------------------------------------------------------------------- message parts
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class TextPart:
     """A piece of text inside a message."""
 
@@ -45,7 +45,7 @@ class TextPart:
     type: ClassVar[Literal["text"]] = "text"
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ImagePart:
     """An image inside a message, as base64 data (no ``data:`` URL prefix)."""
 
@@ -57,7 +57,7 @@ class ImagePart:
 Part: TypeAlias = TextPart | ImagePart
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """One call of a tool requested by the model, complete (never a fragment)."""
 
@@ -90,7 +90,7 @@ def parse_tool_arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class Message:
     """One message of a conversation in the library's internal format."""
 
@@ -143,7 +143,7 @@ class Message:
 # --------------------------------------------------------------------------- tools
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ToolSchema:
     """A tool as the model sees it: its name, description and JSON Schema parameters."""
 
@@ -152,7 +152,7 @@ class ToolSchema:
     parameters: dict[str, Any] | None = None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ErrorInfo:
     """A failure as data: a human message, a stable code and optional details."""
 
@@ -168,7 +168,7 @@ class ErrorInfo:
         return out
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ToolResult:
     """The outcome of running a tool: ``ok`` with ``data``, or not ``ok`` with ``error``."""
 

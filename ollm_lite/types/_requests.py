@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-from .._values import field, value
 from ._messages import ErrorInfo, Message, ToolCall, ToolSchema
 
 __all__ = [
@@ -38,7 +38,7 @@ Think: TypeAlias = bool | str
 # --------------------------------------------------------------------------- requests
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class GenerationOptions:
     """Sampling options common to every backend; ``None`` means "the server's default"."""
 
@@ -55,7 +55,7 @@ class GenerationOptions:
     """Merged verbatim into the backend's request body (last, so it wins)."""
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class ProviderRequest:
     """Everything one model call needs."""
 
@@ -84,7 +84,7 @@ class ProviderRequest:
 # --------------------------------------------------------------------------- results
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts reported by the backend; ``None`` when it did not say."""
 
@@ -95,7 +95,7 @@ class Usage:
     """Backend-specific figures such as timings."""
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class ModelInfo:
     """A model as a backend describes it."""
 
@@ -108,7 +108,7 @@ class ModelInfo:
     kind: Literal["chat", "embedding"] | None = None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class PullProgress:
     """One progress report of a model download."""
 
@@ -125,7 +125,7 @@ class PullProgress:
         return None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class HealthStatus:
     """The result of a health check; never an exception."""
 
@@ -138,7 +138,7 @@ class HealthStatus:
     error: ErrorInfo | None = None
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ProviderCapabilities:
     """What a provider (or one model on it) can do; ``None`` means unknown."""
 
@@ -152,7 +152,7 @@ class ProviderCapabilities:
     thinking: bool | None = None
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class ChatResult:
     """The whole answer of a non-streaming call."""
 
@@ -186,7 +186,7 @@ class ChatResult:
         }
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class EmbeddingResult:
     """Embedding vectors in the order of the input texts."""
 
@@ -195,7 +195,7 @@ class EmbeddingResult:
     dimensions: int
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class RunResult:
     """Where :meth:`Conversation.run` stopped."""
 
