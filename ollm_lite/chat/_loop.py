@@ -16,12 +16,12 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from .._safe_text import exception_text
 from ..errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
 from ..providers.base import ProviderAdapter
-from ..tokens import TokenCheck
+from ..tokens import TokenCheck, TokenCounter
 from ..types import (
     ChatEvent,
     ChatFinishEvent,
@@ -56,8 +56,8 @@ from ._strategies import (
 from ._turn import read_turn
 
 if TYPE_CHECKING:
+    from ..registry import ProviderRegistry
     from ..tools import ToolRegistry
-    from . import ChatClient
 
 __all__ = ["ChatCall", "ChatLoop", "ToolMode", "check_positive_int", "tool_registry"]
 
@@ -86,12 +86,35 @@ class ChatCall(TypedDict, total=False):
     settings: CallSettings | None
 
 
+class LoopClient(Protocol):
+    """What the loop reads of the client it runs for (a ``ChatClient``): its defaults, its
+    providers and one token counter per provider."""
+
+    @property
+    def registry(self) -> ProviderRegistry: ...
+    @property
+    def tools(self) -> ToolRegistry | None: ...
+    @property
+    def model(self) -> str | None: ...
+    @property
+    def max_turns(self) -> int: ...
+    @property
+    def max_parallel_tools(self) -> int: ...
+    @property
+    def tool_timeout(self) -> float | None: ...
+    @property
+    def system_prompt(self) -> str | None: ...
+    @property
+    def options(self) -> GenerationOptions: ...
+    def _counter(self, adapter: ProviderAdapter) -> TokenCounter: ...
+
+
 class ChatLoop:
     """The state of one chat call; :meth:`run` is its event stream."""
 
     def __init__(
         self,
-        client: ChatClient,
+        client: LoopClient,
         history: list[Message],
         turns: list[Turn],
         **call: Unpack[ChatCall],

@@ -17,7 +17,7 @@ import inspect
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, Unpack
+from typing import Any, ParamSpec, TypeVar, Unpack
 
 from ..chat import ToolMode
 from ..errors import OllmError
@@ -26,11 +26,8 @@ from ._options import Options, check_names
 from ._outcome import failed, raise_for
 from ._prepare import Call, CallInputs
 from ._reply import Reply
-from ._run_call import call_events, call_pieces, call_reply
+from ._run_call import Runner, call_events, call_pieces, call_reply
 from ._typed import answer_spec
-
-if TYPE_CHECKING:
-    from . import Client
 
 __all__ = ["ScriptCalls", "same_parameters_as"]
 
@@ -77,7 +74,7 @@ class ScriptCalls(ABC):
         """Check and prepare a call (raises ``ConfigError`` for a bad input)."""
 
     @abstractmethod
-    def _runner(self) -> Client:
+    def _runner(self) -> Runner:
         """The client whose connection, model and retries run the call."""
 
     def ask(

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..chat._loop import ChatCall, ChatLoop
 from ..errors import BadResponse, Cancelled, OllmError
@@ -27,16 +27,28 @@ from ._reply import Reply
 from ._typed import AnswerSpec, correction_prompt, parse_answer
 
 if TYPE_CHECKING:
-    from ..chat import Turn
-    from . import Client
+    from ..chat import ChatClient, Turn
 
-__all__ = ["call_events", "call_pieces", "call_reply"]
+__all__ = ["Runner", "call_events", "call_pieces", "call_reply"]
 
 logger = logging.getLogger(__name__)
 
 
+class Runner(Protocol):
+    """What runs a prepared call (a ``Client``): its chat runtime, the model it uses and how
+    often a typed answer is asked again."""
+
+    @property
+    def _chat(self) -> ChatClient: ...
+
+    @property
+    def schema_retries(self) -> int: ...
+
+    def _model(self, model: str | None, cancel: threading.Event | None = None) -> str: ...
+
+
 def call_events(
-    client: Client,
+    client: Runner,
     call: Call,
     cancel: threading.Event | None,
     turns: list[Turn],
@@ -68,7 +80,7 @@ def call_events(
             close()
 
 
-def call_pieces(client: Client, call: Call, cancel: threading.Event | None) -> Iterator[str]:
+def call_pieces(client: Runner, call: Call, cancel: threading.Event | None) -> Iterator[str]:
     """The answer's text pieces; ends quietly when cancelled, raises the typed error after."""
     fold = EventFold()
     events = call_events(client, call, cancel, [])
@@ -86,7 +98,7 @@ def call_pieces(client: Client, call: Call, cancel: threading.Event | None) -> I
 
 
 def call_reply(
-    client: Client, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
+    client: Runner, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
 ) -> tuple[Reply, Folded]:
     """Drive the call to its end; never raises for the chat's own outcome."""
     timeout = call.settings.timeout

@@ -16,20 +16,27 @@ import os
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..chat._history_file import message_from_dict, message_to_dict, write_conversation
 from ..errors import ConfigError
 from ..types import Message
 from ._calls import ScriptCalls
+from ._run_call import Runner
 
 if TYPE_CHECKING:
-    from . import Client
     from ._prepare import Call, CallInputs
 
 __all__ = ["Session", "load"]
 
 _FORMAT = "ollm-lite-session"
+
+
+class SessionClient(Runner, Protocol):
+    """What a session needs of its ``Client``: a call prepared with the client's defaults, and
+    the client to run it."""
+
+    def _begin(self, inputs: CallInputs) -> Call: ...
 
 
 class Session(ScriptCalls):
@@ -47,7 +54,7 @@ class Session(ScriptCalls):
 
     def __init__(
         self,
-        client: Client,
+        client: SessionClient,
         *,
         system: str | None = None,
         tools: Any = None,
@@ -79,7 +86,7 @@ class Session(ScriptCalls):
         self._history.extend(call.history)
         return replace(call, history=self._history)
 
-    def _runner(self) -> Client:
+    def _runner(self) -> Runner:
         return self.client
 
     # ------------------------------------------------------------------ persistence
@@ -102,7 +109,7 @@ class Session(ScriptCalls):
         write_conversation(path, self.to_dict(), "session")
 
 
-def load(path: str | os.PathLike[str], client: Client) -> Session:
+def load(path: str | os.PathLike[str], client: SessionClient) -> Session:
     """Read a session written by :meth:`Session.save` (also a saved ``Conversation``).
 
     Raises:

@@ -61,7 +61,7 @@ from ._check import (
     unknown_key,
     url_problem as _url_problem,  # noqa: F401  (the CLI's --host check)
 )
-from ._display import SECTION_KEYS as _SECTION_KEYS, config_secrets, mask_secrets, redacted
+from ._display import SECTION_KEYS as _SECTION_KEYS, redacted
 from ._mcp_servers import McpServerConfig, mcp_issues, parse_mcp_table
 from ._model import (
     BACKENDS,
@@ -72,6 +72,7 @@ from ._model import (
     ProviderConfig,
     canonical_provider,
 )
+from ._secrets import config_secrets, mask_secrets
 from ._vars import expand_tree, expand_vars
 
 __all__ = [

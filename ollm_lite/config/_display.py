@@ -1,63 +1,15 @@
-"""Secrets in a configuration: finding them, masking them, and the redacted view for display."""
+"""The redacted view of a configuration, for display: every secret masked."""
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..http.secrets import Redactor
 from ._mcp_servers import McpServerConfig
-
-if TYPE_CHECKING:
-    from ._model import Config
+from ._model import Config
+from ._secrets import config_secrets, mask_secrets, secret_path
 
 #: The keys of a ``[providers.NAME]`` section, in display order.
 SECTION_KEYS = ("base_url", "api_key", "backend", "timeout")
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
-
-
-def secret_strings(value: Any) -> list[str]:
-    """Every string inside an ``api_key`` value (a mistyped table may hide the key)."""
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in secret_strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in secret_strings(v)]
-    return []
-
-
-def config_secrets(config: Config) -> list[str]:
-    """Every configured API key value (to mask wherever a key was pasted by mistake)."""
-    providers: Any = config.providers
-    servers: Any = config.mcp_servers
-    found = [
-        s
-        for p in (providers.values() if isinstance(providers, dict) else ())
-        for s in secret_strings(getattr(p, "api_key", None))
-    ]
-    for server in servers.values() if isinstance(servers, dict) else ():
-        found.extend(secret_strings(getattr(server, "headers", None)))
-        env: Any = getattr(server, "env", None)
-        if isinstance(env, dict):
-            found.extend(
-                s for k, v in env.items() if secret_path(str(k)) for s in secret_strings(v)
-            )
-    return found
-
-
-def mask_secrets(text: str, secrets: list[str]) -> str:
-    """``text`` with each of ``secrets`` and any URL user-info (``user:pass@``) as ``***``.
-
-    Masked by the library's one redactor (the transport's), with its minimum secret length.
-    """
-    return Redactor(secrets)(_USERINFO.sub("***@", text))
-
-
-def secret_path(where: str) -> bool:
-    """Whether the value at ``where`` may be a credential (its text is never quoted)."""
-    leaf = where.rsplit(".", 1)[-1].lower()
-    return any(word in leaf for word in ("key", "token", "secret", "password"))
 
 
 def redacted(config: Config) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from ..providers.backends import (
     OPENAI_COMPATIBLE_BACKENDS,
     OPENAI_COMPATIBLE_PRESETS,
 )
-from ._display import config_secrets, mask_secrets, secret_strings
 from ._mcp_servers import McpServerConfig
+from ._secrets import config_secrets, mask_secrets, secret_strings
 
 #: The provider enum, in display order.
 PROVIDERS: tuple[str, ...] = ("local", "vllm", "openai-compatible", "gemini")

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ConfigError
-from ._display import secret_path
 from ._model import ConfigIssue
+from ._secrets import secret_path
 
 _VAR = re.compile(r"\$\$\{|\$\{([^}]*)\}|\$\{")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
