@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import OllmError
@@ -37,7 +37,19 @@ __all__ = ["ChatJob", "EmbedJob", "Job", "chat_completion", "embeddings_list", "
 
 #: Keys with no meaning for one blocking answer, dropped rather than sent.
 _DROPPED = frozenset({"stream", "stream_options", "n", "user", "metadata", "store"})
-_FLOAT_OPTIONS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+#: Chat Completions keys of a generation option named otherwise, the first found wins (OpenAI's
+#: newer ``max_completion_tokens``; vLLM's ``repetition_penalty``). Every other number option
+#: is read under its ``GenerationOptions`` field name.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "max_tokens": ("max_completion_tokens", "max_tokens"),
+    "repeat_penalty": ("repeat_penalty", "repetition_penalty"),
+}
+#: The number options: name → (body keys, int or float).
+_NUMBERS: dict[str, tuple[tuple[str, ...], type]] = {
+    f.name: (_KEYS.get(f.name, (f.name,)), int if str(f.type).startswith("int") else float)
+    for f in fields(GenerationOptions)
+    if f.name not in ("stop", "extra_body")
+}
 
 
 class BodyProblem(ValueError):
@@ -133,14 +145,8 @@ _KNOWN = frozenset(
         "tools",
         "tool_choice",
         "response_format",
-        "max_tokens",
-        "max_completion_tokens",
-        "top_k",
-        "seed",
         "stop",
-        "repeat_penalty",
-        "repetition_penalty",
-        *_FLOAT_OPTIONS,
+        *(key for keys, _ in _NUMBERS.values() for key in keys),
     }
 )
 
@@ -202,22 +208,14 @@ def _options(body: dict[str, Any], extra: dict[str, Any]) -> GenerationOptions:
         isinstance(stop, list) and all(isinstance(s, str) for s in stop)
     ):
         raise BodyProblem("body.stop must be a string or a list of strings")
-    max_tokens = _number(body, "max_completion_tokens", int)
-    if max_tokens is None:
-        max_tokens = _number(body, "max_tokens", int)
-    repeat = _number(body, "repeat_penalty", float)
-    if repeat is None:
-        repeat = _number(body, "repetition_penalty", float)
-    floats = {key: _number(body, key, float) for key in _FLOAT_OPTIONS}
-    return GenerationOptions(
-        max_tokens=max_tokens,
-        top_k=_number(body, "top_k", int),
-        seed=_number(body, "seed", int),
-        stop=stop,
-        repeat_penalty=repeat,
-        extra_body=extra,
-        **floats,
-    )
+    numbers = {}
+    for name, (keys, kind) in _NUMBERS.items():
+        for key in keys:
+            value = _number(body, key, kind)
+            if value is not None:
+                numbers[name] = value
+                break
+    return GenerationOptions(stop=stop, extra_body=extra, **numbers)
 
 
 def _response_format(value: Any) -> Any:

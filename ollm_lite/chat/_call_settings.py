@@ -1,10 +1,12 @@
 """Per-call request settings the chat loop applies beside the generation options.
 
 :class:`CallSettings` carries what one script-level call (``Client.ask``/``run``/``events``)
-asks of every request it sends: the tool choice (first model turn only, so a forced call does
-not repeat every turn), a structured-output schema, the reasoning switch, how long the server
-keeps the model loaded, extra headers, the total deadline of the whole call, and tools the
-model may call but the caller runs itself (no handler here).
+asks of every request it sends: its generation options, the tool choice (first model turn only,
+so a forced call does not repeat every turn), a structured-output schema, the reasoning switch,
+how long the server keeps the model loaded, extra headers, the total deadline of the whole call,
+and tools the model may call but the caller runs itself (no handler here). A field that
+:class:`~ollm_lite.types.ProviderRequest` has too, under the same name, goes into every request
+as it is (the chat loop copies them by name); ``tool_choice`` and ``timeout`` are set per turn.
 
 Stdlib only: the chat runtime imports it without the HTTP stack.
 """
@@ -15,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..types import Think, ToolChoice, ToolSchema
+from ..types import GenerationOptions, Think, ToolChoice, ToolSchema
 
 __all__ = ["CallSettings"]
 
@@ -25,6 +27,7 @@ class CallSettings:
     """What a call adds to each of its requests.
 
     Attributes:
+        generation: The generation options (temperature, ``max_tokens`` …) of every request.
         tool_choice: Sent with the first model turn only; later turns are ``"auto"``.
         response_format: ``"json"`` or a JSON Schema for structured output.
         think: The reasoning switch (``True``/``False`` or an effort level).
@@ -37,6 +40,7 @@ class CallSettings:
             the chat with ``tool_calls`` for the caller to run.
     """
 
+    generation: GenerationOptions = field(default_factory=GenerationOptions)
     tool_choice: ToolChoice = "auto"
     response_format: Literal["json"] | dict[str, Any] | None = None
     think: Think | None = None

@@ -16,6 +16,7 @@ import logging
 import threading
 from collections import Counter
 from collections.abc import Generator, Iterable, Iterator
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, Unpack
 
 from .._safe_text import exception_text
@@ -70,6 +71,14 @@ _T = TypeVar("_T")
 
 #: The same failing call in this many turns ends the chat with ``loop_detected``.
 LOOP_LIMIT = 3
+
+#: The call settings every request carries as they are: those ``ProviderRequest`` has too,
+#: but for the two set per turn.
+_PER_REQUEST = tuple(
+    f.name
+    for f in fields(CallSettings)
+    if f.name in ProviderRequest.__dataclass_fields__ and f.name not in ("tool_choice", "timeout")
+)
 
 
 class ChatCall(TypedDict, total=False):
@@ -273,12 +282,9 @@ class ChatLoop:
             system_prompt=self.system_prompt,
             tool_choice=settings.tool_choice_for(number),
             options=self.options,
-            response_format=settings.response_format,
             cancel=self.cancel,
             timeout=None if remaining is None else max(remaining, 0.001),
-            think=settings.think,
-            keep_alive=settings.keep_alive,
-            headers=dict(settings.headers),
+            **{name: _fresh(getattr(settings, name)) for name in _PER_REQUEST},
         )
 
     def _check_budget(
@@ -445,3 +451,8 @@ def check_positive_int(name: str, value: object) -> None:
     """``ConfigError`` unless ``value`` is an ``int`` of at least 1."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{name} must be a positive integer, not {value!r}")
+
+
+def _fresh(value: _T) -> _T:
+    """``value``, or a copy of it when it is a dict (each request owns its own)."""
+    return dict(value) if isinstance(value, dict) else value  # type: ignore[return-value]

@@ -1,25 +1,31 @@
 """Keyword options of the script API: one ``TypedDict``, checked at the call.
 
-``Options`` lists every per-call setting (the :class:`~ollm_lite.types.GenerationOptions`
-fields plus ``think``, ``keep_alive``, ``timeout``, ``tool_choice``, ``extra_body`` and
-``headers``). The script API's methods take them as ``**options: Unpack[Options]``, so editors
-complete the names and type checkers flag a typo; at run time :func:`check_names` turns an
-unknown keyword into a ``TypeError`` naming it (as Python does for any misspelt keyword) and
-:func:`resolve` checks the values, raising ``ConfigError`` (``CONFIG_INVALID``) for a bad one.
+``Options`` lists every per-call setting: the :class:`~ollm_lite.types.GenerationOptions`
+fields, then the call's own settings (``think``, ``keep_alive``, ``timeout``, ``tool_choice``,
+``headers``), which are :class:`~ollm_lite.chat._call_settings.CallSettings` fields. The script
+API's methods take them as ``**options: Unpack[Options]``, so editors complete the names and
+type checkers flag a typo; at run time :func:`check_names` turns an unknown keyword into a
+``TypeError`` naming it (as Python does for any misspelt keyword) and :func:`resolve` checks the
+values into the call's settings, raising ``ConfigError`` (``CONFIG_INVALID``) for a bad one.
+
+The generation options are checked by their field's type (a number, a count of at least one),
+the others by :data:`_SETTINGS`: a new option is a field, an entry of ``Options`` and, unless its
+type says how to check it, one checker here.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import fields
 from typing import Any, Literal, TypedDict
 
+from ..chat._call_settings import CallSettings
 from ..errors import ConfigError
 from ..types import GenerationOptions, Think, ToolChoice
 
-__all__ = ["OPTION_NAMES", "Options", "ResolvedOptions", "check_names", "merge", "resolve"]
+__all__ = ["OPTION_NAMES", "Options", "check_names", "merge", "resolve"]
 
 
 class Options(TypedDict, total=False):
@@ -59,9 +65,6 @@ class Options(TypedDict, total=False):
 
 OPTION_NAMES: tuple[str, ...] = tuple(Options.__annotations__)
 
-_FLOATS = ("temperature", "top_p", "repeat_penalty", "presence_penalty", "frequency_penalty")
-_INTS = ("max_tokens", "top_k", "seed")
-
 
 def check_names(options: Mapping[str, Any], where: str) -> None:
     """Raise ``TypeError`` for the first keyword that is no option (``where``: the method).
@@ -89,61 +92,19 @@ def merge(defaults: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class ResolvedOptions:
-    """Options checked and sorted into what goes where."""
-
-    generation: GenerationOptions
-    think: Think | None = None
-    keep_alive: str | float | None = None
-    timeout: float | None = None
-    tool_choice: ToolChoice = "auto"
-    headers: dict[str, str] | None = None
-
-
-def resolve(options: Mapping[str, Any]) -> ResolvedOptions:
-    """Check every value and build the request pieces.
+def resolve(options: Mapping[str, Any]) -> CallSettings:
+    """Check every value: the generation options and the settings of the call.
 
     Raises:
         ConfigError: ``CONFIG_INVALID`` naming the option and the value.
     """
     values = {k: v for k, v in options.items() if v is not None}
-    for name in _FLOATS:
-        if name in values:
-            values[name] = _number(name, values[name])
-    for name in _INTS:
-        if name in values:
-            values[name] = _integer(name, values[name], minimum=None if name == "seed" else 1)
-    stop = values.get("stop")
-    if stop is not None:
-        values["stop"] = _stop(stop)
-    extra = values.get("extra_body", {})
-    if not isinstance(extra, dict):
-        raise ConfigError(f"extra_body must be a dict, not {type(extra).__name__}")
-    generation = GenerationOptions(
-        temperature=values.get("temperature"),
-        max_tokens=values.get("max_tokens"),
-        top_p=values.get("top_p"),
-        top_k=values.get("top_k"),
-        repeat_penalty=values.get("repeat_penalty"),
-        seed=values.get("seed"),
-        stop=values.get("stop"),
-        presence_penalty=values.get("presence_penalty"),
-        frequency_penalty=values.get("frequency_penalty"),
-        extra_body=dict(extra),
-    )
-    timeout = values.get("timeout")
-    if timeout is not None:
-        timeout = _number("timeout", timeout)
-        if not timeout > 0:
-            raise ConfigError(f"timeout must be a positive number of seconds, not {timeout!r}")
-    return ResolvedOptions(
-        generation=generation,
-        think=_think(values.get("think")),
-        keep_alive=_keep_alive(values.get("keep_alive")),
-        timeout=timeout,
-        tool_choice=_tool_choice(values.get("tool_choice", "auto")),
-        headers=_headers(values.get("headers")),
+    generation = {
+        name: check(name, values[name]) for name, check in _GENERATION.items() if name in values
+    }
+    return CallSettings(
+        generation=GenerationOptions(**generation),
+        **{name: check(values.get(name)) for name, check in _SETTINGS.items()},
     )
 
 
@@ -161,12 +122,35 @@ def _integer(name: str, value: Any, *, minimum: int | None) -> int:
     return value
 
 
-def _stop(value: Any) -> list[str]:
+def _count(name: str, value: Any) -> int:
+    return _integer(name, value, minimum=1)
+
+
+def _seed(name: str, value: Any) -> int:
+    return _integer(name, value, minimum=None)
+
+
+def _stop(name: str, value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]
     if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
         return list(value)
-    raise ConfigError(f"stop must be a string or a list of strings, not {value!r}")
+    raise ConfigError(f"{name} must be a string or a list of strings, not {value!r}")
+
+
+def _body(name: str, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} must be a dict, not {type(value).__name__}")
+    return dict(value)
+
+
+def _timeout(value: Any) -> float | None:
+    if value is None:
+        return None
+    timeout = _number("timeout", value)
+    if not timeout > 0:
+        raise ConfigError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return timeout
 
 
 def _think(value: Any) -> Think | None:
@@ -187,6 +171,8 @@ _CHOICES: dict[str, ToolChoice] = {"auto": "auto", "none": "none", "required": "
 
 
 def _tool_choice(value: Any) -> ToolChoice:
+    if value is None:
+        return "auto"
     if isinstance(value, str) and value in _CHOICES:
         return _CHOICES[value]
     if isinstance(value, str) and value:
@@ -201,11 +187,30 @@ def _tool_choice(value: Any) -> ToolChoice:
     )
 
 
-def _headers(value: Any) -> dict[str, str] | None:
+def _headers(value: Any) -> dict[str, str]:
     if value is None:
-        return None
+        return {}
     if isinstance(value, Mapping) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     ):
         return dict(value)
     raise ConfigError("headers must be a dict of str to str")
+
+
+#: How a generation option is checked, by its field's type; a few by name.
+_BY_TYPE: dict[str, Callable[[str, Any], Any]] = {"float | None": _number, "int | None": _count}
+_BY_NAME: dict[str, Callable[[str, Any], Any]] = {"seed": _seed, "stop": _stop, "extra_body": _body}
+
+#: Each ``GenerationOptions`` field and its check, in field order.
+_GENERATION: dict[str, Callable[[str, Any], Any]] = {
+    f.name: _BY_NAME.get(f.name) or _BY_TYPE[str(f.type)] for f in fields(GenerationOptions)
+}
+
+#: The call's settings (``CallSettings`` fields) a keyword sets, and the check of each.
+_SETTINGS: dict[str, Callable[[Any], Any]] = {
+    "think": _think,
+    "keep_alive": _keep_alive,
+    "timeout": _timeout,
+    "tool_choice": _tool_choice,
+    "headers": _headers,
+}

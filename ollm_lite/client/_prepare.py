@@ -72,20 +72,12 @@ def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:
             raise ConfigError("images= goes with a user message; the prompt ends with another")
         messages[-1] = replace(last, parts=[*last.parts, *pictures])
     registry, external = as_tools(inputs.tools)
-    resolved = resolve(merge(defaults, inputs.options))
-    check_tool_choice(resolved.tool_choice, registry, external)
-    settings = CallSettings(
-        tool_choice=resolved.tool_choice,
-        think=resolved.think,
-        keep_alive=resolved.keep_alive,
-        headers=dict(resolved.headers or {}),
-        timeout=resolved.timeout,
-        external_tools=external,
-    )
+    settings = replace(resolve(merge(defaults, inputs.options)), external_tools=external)
+    check_tool_choice(settings.tool_choice, registry, external)
     loop = ChatCall(
         system_prompt=system,
         tools=registry,
-        options=resolved.generation,
+        options=settings.generation,
         max_turns=inputs.max_turns,
         tool_mode=inputs.tool_mode,
     )
