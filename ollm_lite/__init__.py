@@ -93,7 +93,7 @@ _EXPORTS: dict[str, str] = {
     "ChatClient": "chat",
     # the script API
     "Client": "client",
-    "Reply": "client._reply",
+    "Reply": "client._run_call",
     "Session": "client._session",
     "ask": "client",
     "connect": "client",
@@ -148,7 +148,7 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         load_session as load_session,
         stream as stream,
     )
-    from .client._reply import (
+    from .client._run_call import (
         Reply as Reply,
     )
     from .client._session import (

@@ -21,7 +21,11 @@ TESTS = Path(__file__).parent
 #: Modules a chat with a local Ollama server does not need, by what they are for.
 NOT_FOR_A_CHAT = {
     "the command line": ["ollm_lite.cli", "ollm_lite.__main__", "ollm_lite.cli._chat"],
-    "the script API": ["ollm_lite.client", "ollm_lite.client._session", "ollm_lite.client._reply"],
+    "the script API": [
+        "ollm_lite.client",
+        "ollm_lite.client._session",
+        "ollm_lite.client._run_call",
+    ],
     "MCP": ["ollm_lite.mcp"],
     "batches and fleets": ["ollm_lite.batch", "ollm_lite.fleet"],
     "other providers": [

@@ -16,10 +16,8 @@ from typing import Any
 
 from ..chat._cancel_link import LinkedEvent
 from ..client._options import check_names
-from ..client._outcome import raise_for
 from ..client._prepare import CallInputs
-from ..client._reply import Reply
-from ..client._run_call import call_reply
+from ..client._run_call import Reply, call_reply, raise_for
 from ..client._typed import answer_spec
 from ..errors import OllmError
 from ._runner import concurrency_for

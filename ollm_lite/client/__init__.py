@@ -45,7 +45,7 @@ from ..providers.base import ProviderAdapter
 from ._calls import ScriptCalls
 from ._options import Options, check_names, resolve
 from ._prepare import Call, CallInputs, prepare_call
-from ._reply import Reply
+from ._run_call import Reply
 from ._session import Session
 
 if TYPE_CHECKING:

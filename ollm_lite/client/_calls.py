@@ -23,10 +23,8 @@ from ..chat import ToolMode
 from ..errors import OllmError
 from ..types import ChatEvent, Message
 from ._options import Options, check_names
-from ._outcome import failed, raise_for
 from ._prepare import Call, CallInputs
-from ._reply import Reply
-from ._run_call import Runner, call_events, call_pieces, call_reply
+from ._run_call import Reply, Runner, call_events, call_pieces, call_reply, failed, raise_for
 from ._typed import answer_spec
 
 __all__ = ["ScriptCalls", "same_parameters_as"]

@@ -1,11 +1,17 @@
-"""A prepared call run on the chat runtime: its events, its text pieces, or its ``Reply``.
+"""A prepared call run on the chat runtime, and how it ends: its events, its text pieces, or
+its :class:`Reply`.
 
 Shared by ``Client``, ``Session`` and ``Client.map``: :func:`call_events` resolves the model
 (asking the server once when none is configured), starts the total deadline of ``timeout``
-and runs the :class:`~ollm_lite._chat_loop.ChatLoop`; :func:`call_pieces` and
-:func:`call_reply` fold those events into what ``stream`` yields and ``ask``/``run`` return.
-:func:`call_reply` also validates a typed answer, asking again (with the validation errors)
-up to ``client.schema_retries`` times. The loop appends to ``call.history`` as it runs.
+and runs the chat loop; :func:`call_pieces` and :func:`call_reply` fold those events into what
+``stream`` yields and ``ask``/``run`` return. :func:`call_reply` also validates a typed answer,
+asking again (with the validation errors) up to ``client.schema_retries`` times. The loop
+appends to ``call.history`` as it runs.
+
+:func:`reply_of` builds the :class:`Reply` from the one fold of the chat's events;
+:func:`raise_for` applies the script API's rules: a failed chat raises its typed error, a
+cancelled one ``Cancelled``, and ``ask``/``stream`` raise ``TokenLimitExceeded`` for a prompt
+that does not fit.
 """
 
 from __future__ import annotations
@@ -14,24 +20,77 @@ import logging
 import threading
 import time
 from collections.abc import Generator, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..chat._loop import ChatCall, ChatLoop
-from ..errors import BadResponse, Cancelled, OllmError
-from ..types import ChatEvent, ChatFinishEvent, Message, TextEvent
+from ..errors import BadResponse, Cancelled, OllmError, TokenLimitExceeded, error_from_code
+from ..types import (
+    ChatEvent,
+    ChatFinishEvent,
+    ErrorEvent,
+    ErrorInfo,
+    Message,
+    TextEvent,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 from ..types._event_fold import EventFold, Folded, add_usage
-from ._outcome import drain, failed, raise_for, reply_of
 from ._prepare import Call
-from ._reply import Reply
 from ._typed import AnswerSpec, correction_prompt, parse_answer
 
 if TYPE_CHECKING:
     from ..chat import ChatClient, Turn
 
-__all__ = ["Runner", "call_events", "call_pieces", "call_reply"]
+__all__ = [
+    "Reply",
+    "Runner",
+    "call_events",
+    "call_pieces",
+    "call_reply",
+    "drain",
+    "failed",
+    "failure",
+    "raise_for",
+    "reply_of",
+]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Reply:
+    """The result of ``Client.run`` (and of each prompt of ``Client.map``).
+
+    ``str(reply)`` is ``reply.text``.
+    """
+
+    text: str
+    """The final model turn's answer (``""`` when it gave none)."""
+    thinking: str | None
+    """The model's reasoning over every turn, kept apart (``None`` when there was none)."""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    """Every tool call the model made, in order (those for the caller to run included)."""
+    tool_results: list[ToolResult] = field(default_factory=list)
+    """The results of the calls that ran here, in call order."""
+    usage: Usage | None = None
+    """Token usage summed over every model turn."""
+    finish: str = "complete"
+    """``complete``, ``max_turns``, ``loop_detected``, ``token_limit``, ``cancelled``,
+    ``error``, or ``tool_calls`` (the model called a tool without a handler here)."""
+    turns: int = 0
+    """Model turns used."""
+    messages: list[Message] = field(default_factory=list)
+    """The whole conversation (the prompt's messages first, without ``system=``), to
+    continue it: ``llm.run(reply.messages + [...])``."""
+    error: OllmError | None = None
+    """The exception, for a failed item (``finish == "error"``)."""
+    value: Any = None
+    """The validated object when a ``schema`` was given."""
+
+    def __str__(self) -> str:
+        return self.text
 
 
 class Runner(Protocol):
@@ -137,3 +196,62 @@ def call_reply(
     )
     reply.finish = "error"
     return reply, folded
+
+
+# --------------------------------------------------------------------------- how it ends
+
+
+def drain(events: Iterator[ChatEvent]) -> Folded:
+    fold = EventFold()
+    for event in events:
+        fold.add(event)
+    return fold.result()
+
+
+def reply_of(folded: Folded, history: list[Message], turns: int) -> Reply:
+    finish = folded.finish or "error"
+    error = None
+    if finish == "error":
+        error = failure(folded)
+    return Reply(
+        text=folded.text,
+        thinking=folded.thinking or None,
+        tool_calls=folded.tool_calls,
+        tool_results=folded.tool_results,
+        usage=folded.usage,
+        finish=finish,
+        turns=max(turns, folded.turns),
+        messages=list(history),
+        error=error,
+    )
+
+
+def failure(folded: Folded) -> OllmError:
+    """The exception a failed chat raises: the one behind its ``ErrorEvent`` when that is an
+    ``OllmError`` (class, code, details and traceback kept), else one rebuilt from the code,
+    chained to whatever the event carried."""
+    if isinstance(folded.exception, OllmError):
+        return folded.exception
+    info = folded.error or ErrorInfo("the chat ended without an answer", "LLM_BAD_RESPONSE")
+    error = error_from_code(info)
+    error.__cause__ = folded.exception
+    return error
+
+
+def raise_for(reply: Reply, folded: Folded, *, token_limit: bool) -> None:
+    """Raise what a finished call must raise (see the module docstring)."""
+    if reply.error is not None:
+        raise reply.error
+    if reply.finish == "cancelled":
+        raise Cancelled("the call was cancelled")
+    if token_limit and reply.finish == "token_limit":
+        info = folded.error
+        raise TokenLimitExceeded(
+            info.message if info else "the prompt does not fit the model's context window",
+            details=dict(info.details or {}) if info else None,
+        )
+
+
+def failed(exc: OllmError) -> Iterator[ChatEvent]:
+    yield ErrorEvent(exc.to_info(), exception=exc)
+    yield ChatFinishEvent("error")
