@@ -334,7 +334,7 @@ class ChatLoop:
         self.history.append(step.message)
         from ..tools import ToolRegistry
         from ._parallel_tools import (
-            run_batch,  # here: a chat whose model calls no tool never needs it
+            run_tool_calls,  # here: a chat whose model calls no tool never needs it
         )
 
         ours = [call for call in step.calls if not self._is_external(call)]
@@ -343,7 +343,7 @@ class ChatLoop:
         remaining = self.settings.remaining()
         if remaining is not None:  # the call's deadline bounds its tools too
             timeout = max(0.001, remaining if timeout is None else min(timeout, remaining))
-        results = yield from run_batch(
+        results = yield from run_tool_calls(
             registry,
             ours,
             self.cancel,

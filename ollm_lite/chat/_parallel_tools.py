@@ -7,7 +7,7 @@ gets a cancel event of its own, set when the chat is cancelled and when that cal
 result is no longer wanted and can stop its work. Python cannot stop a thread, so a tool
 that ignores its event runs on as a daemon and its late result is dropped.
 
-:func:`run_batch` is the chat loop's view: it yields the start and result events and returns
+:func:`run_tool_calls` is the chat loop's view: it yields the start and result events and returns
 the results.
 """
 
@@ -16,25 +16,24 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Generator, Iterator
-from typing import Any
 
 from .._safe_text import exception_text, type_name
 from ..tools import ToolRegistry
+from ..tools._calls import failure
 from ..types import (
     ChatEvent,
-    ErrorInfo,
     ToolCall,
     ToolCallResultEvent,
     ToolCallStartEvent,
     ToolResult,
 )
 
-__all__ = ["ToolBatch", "run_batch"]
+__all__ = ["ToolBatch", "run_tool_calls"]
 
 POLL_S = 0.02  # how often a wait for tool results looks at the cancel event
 
 
-def run_batch(
+def run_tool_calls(
     registry: ToolRegistry,
     calls: list[ToolCall],
     cancel: threading.Event,
@@ -190,11 +189,6 @@ class ToolBatch:
             final = self._results[index]
         assert final is not None
         return final
-
-
-def failure(code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:
-    """A failed tool result with ``code`` (what the model sees)."""
-    return ToolResult(ok=False, error=ErrorInfo(message, code, details))
 
 
 def _stopped(call: ToolCall) -> ToolResult:

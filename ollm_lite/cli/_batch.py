@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, positive_int
+from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, positive_int_arg
 
 if TYPE_CHECKING:
     from ..providers.base import ProviderAdapter
@@ -61,9 +61,9 @@ def add_batch_commands(
     )
     run.add_argument("input", metavar="INPUT.jsonl")
     run.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl")
-    run.add_argument("--concurrency", type=positive_int, metavar="N", help="requests in flight")
+    run.add_argument("--concurrency", type=positive_int_arg, metavar="N", help="requests in flight")
     run.add_argument(
-        "--per-host", type=positive_int, metavar="N",
+        "--per-host", type=positive_int_arg, metavar="N",
         help="requests in flight per server (default: the server's slots, else 4)",
     )  # fmt: skip
     run.add_argument(

@@ -27,7 +27,7 @@ from ._common import (
     error_line,
     isatty,
     plain,
-    positive_int,
+    positive_int_arg,
     temperature,
     usage_on_unknown_server,
 )
@@ -58,7 +58,7 @@ def add_chat_parser(commands: Any, flags: argparse.ArgumentParser) -> argparse.A
     chat.add_argument("--temperature", type=temperature, metavar="T")
     chat.add_argument(
         "--max-tokens",
-        type=positive_int,
+        type=positive_int_arg,
         default=DEFAULT_MAX_TOKENS,
         metavar="N",
         help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS})",

@@ -48,7 +48,7 @@ __all__ = [
     "missing",
     "plain",
     "positive_float",
-    "positive_int",
+    "positive_int_arg",
     "provider_name",
     "table",
     "temperature",
@@ -102,7 +102,7 @@ def temperature(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
+def positive_int_arg(text: str) -> int:
     """A whole number of at least 1 (argparse ``type=``)."""
     value = _number(text, int, "an integer")
     if value < 1:

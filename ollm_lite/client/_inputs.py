@@ -29,7 +29,7 @@ from ..errors import ConfigError
 from ..tools import Tool, ToolDefinitionError, ToolRegistry
 from ..types import ImagePart, Message, Part, TextPart, ToolCall, ToolSchema
 
-__all__ = ["as_image", "as_images", "as_messages", "as_tools", "message_from_openai"]
+__all__ = ["as_image", "as_images", "as_messages", "as_tools", "message_from_mapping"]
 
 #: Magic numbers of the image formats vision models read.
 _MAGIC: tuple[tuple[bytes, str], ...] = (
@@ -57,7 +57,7 @@ def as_messages(prompt: Any) -> list[Message]:
     if isinstance(prompt, Message):
         return [_copy(prompt)]
     if isinstance(prompt, Mapping):
-        return [message_from_openai(prompt)]
+        return [message_from_mapping(prompt)]
     if isinstance(prompt, bytes | bytearray) or not isinstance(prompt, Iterable):
         raise ConfigError(
             "the prompt must be a str, a Message, or a list of messages "
@@ -69,7 +69,7 @@ def as_messages(prompt: Any) -> list[Message]:
             messages.append(_copy(item))
         elif isinstance(item, Mapping):
             try:
-                messages.append(message_from_openai(item))
+                messages.append(message_from_mapping(item))
             except ConfigError as exc:
                 raise ConfigError(f"message {index}: {exc.message}") from exc
         else:
@@ -88,7 +88,7 @@ def _copy(message: Message) -> Message:
     )
 
 
-def message_from_openai(data: Mapping[str, Any]) -> Message:
+def message_from_mapping(data: Mapping[str, Any]) -> Message:
     """A message from OpenAI's chat shape ``{"role", "content", ...}``.
 
     Raises:

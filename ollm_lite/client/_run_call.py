@@ -51,7 +51,7 @@ __all__ = [
     "call_reply",
     "drain",
     "failed",
-    "failure",
+    "error_of",
     "raise_for",
     "reply_of",
 ]
@@ -212,7 +212,7 @@ def reply_of(folded: Folded, history: list[Message], turns: int) -> Reply:
     finish = folded.finish or "error"
     error = None
     if finish == "error":
-        error = failure(folded)
+        error = error_of(folded)
     return Reply(
         text=folded.text,
         thinking=folded.thinking or None,
@@ -226,7 +226,7 @@ def reply_of(folded: Folded, history: list[Message], turns: int) -> Reply:
     )
 
 
-def failure(folded: Folded) -> OllmError:
+def error_of(folded: Folded) -> OllmError:
     """The exception a failed chat raises: the one behind its ``ErrorEvent`` when that is an
     ``OllmError`` (class, code, details and traceback kept), else one rebuilt from the code,
     chained to whatever the event carried."""

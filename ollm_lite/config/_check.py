@@ -74,7 +74,7 @@ def check_section(name: str, section: Any) -> list[ConfigIssue]:
     if api_key is not None and not isinstance(api_key, str):
         # The value itself may be a secret: name its type only.
         issues.append(
-            ConfigIssue(f"{where}.api_key", f"must be a string, got {type_name(api_key)}")
+            ConfigIssue(f"{where}.api_key", f"must be a string, got {toml_type(api_key)}")
         )
     elif api_key:
         why = unsendable(api_key)
@@ -154,7 +154,7 @@ def suggest(word: str, choices: tuple[str, ...]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def type_name(value: Any) -> str:
+def toml_type(value: Any) -> str:
     return {
         "str": "a string",
         "int": "an integer",
@@ -169,8 +169,8 @@ def show(value: Any) -> str:
     if isinstance(value, str):
         return repr(clip(value))
     if isinstance(value, dict | list):
-        return type_name(value)
-    return f"{type_name(value)} {value!r}"
+        return toml_type(value)
+    return f"{toml_type(value)} {value!r}"
 
 
 def type_issue(path: str, expected: str, value: Any) -> ConfigIssue:

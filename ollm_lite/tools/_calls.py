@@ -35,6 +35,7 @@ __all__ = [
 
 
 def failure(code: str, message: str, details: dict[str, Any] | None = None) -> ToolResult:
+    """A failed tool result with ``code`` (what the model sees)."""
     return ToolResult(ok=False, error=ErrorInfo(message=message, code=code, details=details))
 
 
