@@ -44,7 +44,7 @@ from .policy import Retryable, RetryPolicy, Timeouts
 from .response import StreamResponse
 from .secrets import Redactor, basic_token, check_sendable
 from .send import Request, Sender, logger
-from .urllib3_hooks import Adapter, Session
+from .urllib3_hooks import Adapter, RedirectSafeSession
 from .urls import split_userinfo
 
 __all__ = ["RequestOptions", "Transport"]
@@ -104,7 +104,7 @@ class Transport:
         self.redact = Redactor(secrets)
         self._watchdog = Watchdog()
         self._sender = Sender(self._origin, self._watchdog, self.redact, model_hint)
-        self._session: Session | None = None
+        self._session: RedirectSafeSession | None = None
         self._session_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -116,7 +116,7 @@ class Transport:
         if self._session is None:
             with self._session_lock:
                 if self._session is None:
-                    session = Session()
+                    session = RedirectSafeSession()
                     adapter = Adapter()
                     session.mount("http://", adapter)
                     session.mount("https://", adapter)

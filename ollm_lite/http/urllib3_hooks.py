@@ -38,7 +38,7 @@ from .cancel import Scope, current
 __all__ = [
     "REQUIRED",
     "Adapter",
-    "Session",
+    "RedirectSafeSession",
     "body_chunks",
     "missing_internals",
     "response_socket",
@@ -230,7 +230,7 @@ def _close_pool(pool: Any) -> None:
         pool.close()
 
 
-class Session(requests.Session):
+class RedirectSafeSession(requests.Session):
     """A session that drops custom auth headers when a redirect leaves the host."""
 
     def rebuild_auth(self, prepared_request: Any, response: Any) -> None:

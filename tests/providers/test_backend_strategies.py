@@ -15,7 +15,7 @@ import pytest
 
 from ollm_lite.config import BACKENDS as CONFIG_BACKENDS, PROVIDER_ALIASES
 from ollm_lite.errors import BadResponse, ConfigError
-from ollm_lite.providers._backend_base import Ask, Backend
+from ollm_lite.providers._backend_base import Backend, Question
 from ollm_lite.providers.backends import BACKENDS, OPENAI_COMPATIBLE_BACKENDS, BackendName
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
 from ollm_lite.providers.vllm import VllmProvider
@@ -32,21 +32,21 @@ class Recording(Backend):
     token_counting = True
     asked: list[tuple[str, threading.Event | None]] = []  # noqa: RUF012 (shared on purpose)
 
-    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
+    def count_tokens(self, ask: Question, request: ProviderRequest) -> int:
         self.asked.append(("count_tokens", ask.cancel))
         return 42
 
-    def context_length(self, ask: Ask, model: str) -> int | None:
+    def context_length(self, ask: Question, model: str) -> int | None:
         self.asked.append(("context_length", ask.cancel))
         if model == "broken":
             raise BadResponse("the server said nonsense")
         return 8192
 
-    def model_capabilities(self, ask: Ask, model: str) -> ProviderCapabilities:
+    def model_capabilities(self, ask: Question, model: str) -> ProviderCapabilities:
         self.asked.append(("model_capabilities", ask.cancel))
         return replace(ask.host.capabilities, vision=True)
 
-    def annotate_models(self, ask: Ask, models: list[ModelInfo]) -> None:
+    def annotate_models(self, ask: Question, models: list[ModelInfo]) -> None:
         for info in models:
             info.details["annotated"] = True
 
