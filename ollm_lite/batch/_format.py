@@ -15,7 +15,7 @@ https://platform.openai.com/docs/api-reference/batch/request-output)::
      "error": null}
 
 Failures, where OpenAI and vLLM disagree (vLLM puts a bare string in ``error`` and invents a
-400), follow the project's rule: a server's HTTP error keeps its status and the server's error
+400), follow one rule: a server's HTTP error keeps its status and the server's error
 object in ``response`` and adds ``error = {code, message}``; a failure with no HTTP answer
 (connection refused, timeout) has ``response = null`` and ``error = {code, message}`` with the
 library's stable error code.

@@ -2,11 +2,12 @@
 
 :class:`ChatLoop` holds the state of one chat call. Its loop is the same for every way of
 offering tools: before each request it checks the token budget, it streams one turn (read by
-:mod:`ollm_lite._turn_stream`), and the :mod:`tool strategy <ollm_lite._chat_strategies>`
+:mod:`ollm_lite.chat._turn`), and the :mod:`tool strategy <ollm_lite.chat._strategies>`
 says what the turn amounts to — an answer (the chat is complete), calls (run by
-:mod:`ollm_lite._tool_batch`, results back into the history, next turn), or a correction
-request. Each step says how it ended in the :mod:`internal vocabulary <ollm_lite._endings>`;
-:meth:`ChatLoop.run` maps that to the ``ChatFinishEvent`` it always yields last.
+:mod:`ollm_lite.chat._parallel_tools`, results back into the history, next turn), or a
+correction request. Each step says how it ended in the
+:mod:`internal vocabulary <ollm_lite.types._finish_reasons>`; :meth:`ChatLoop.run` maps that
+to the ``ChatFinishEvent`` it always yields last.
 """
 
 from __future__ import annotations

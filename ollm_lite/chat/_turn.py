@@ -1,9 +1,9 @@
-"""One model turn: a provider's event stream read into a :class:`~ollm_lite._chat_strategies.Turn`.
+"""One model turn: a provider's event stream read into a :class:`~ollm_lite.chat._strategies.Turn`.
 
 :func:`read_turn` forwards thinking (and, when asked, text) as it arrives, collects tool calls,
 and always closes the stream — also when the caller stops early — so the connection goes back
 to its pool (or closes) at once. It ends at the first terminal event and says how the turn
-ended in the :mod:`internal vocabulary <ollm_lite._endings>`.
+ended in the :mod:`internal vocabulary <ollm_lite.types._finish_reasons>`.
 """
 
 from __future__ import annotations

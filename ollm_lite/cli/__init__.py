@@ -17,14 +17,14 @@ Exit codes: 0 success; 1 a runtime error, reported as one line on stderr (a trac
 stdout). The answer goes to stdout; everything else (thinking, warnings, errors) to stderr.
 An empty (or blank) answer is an error: ``chat`` exits 1 with ``LLM_BAD_RESPONSE``, in every
 output mode, so ``answer=$(ollm-lite chat ...) || ...`` never goes on with nothing. An answer is
-at most ``--max-tokens`` long (default :data:`ollm_lite._chat_cli.DEFAULT_MAX_TOKENS`), so a
+at most ``--max-tokens`` long (default 1024), so a
 model that runs away stops there instead of at the server's own limit.
 
 Providers are imported only when a command needs one, so ``--help`` stays fast.
 
-Each command group lives in a module of its own (``_chat_cli``, ``_models_cli``,
-``_config_cli``, ``_mcp_cli``, ``_batch_cli``), what they share in ``_cli_common``; this
-module puts the parser together and turns what a command raises into an exit code.
+Each command group (chat, models, config and health, mcp, batch) lives in a module of its own
+in this package, beside what they share; this module puts the parser together and turns what
+a command raises into an exit code.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What every ``ollm-lite`` command shares: exit codes, argument types, the global flags, the
 per-command :class:`Context`, one-line errors, Ctrl-C handling and JSON/table output.
 
-The command groups live in modules of their own (``_chat_cli``, ``_models_cli``,
-``_config_cli``, ``_mcp_cli``, ``_batch_cli``); :mod:`ollm_lite.cli` puts them together.
+The command groups live in modules of their own (``_chat``, ``_models``, ``_config``,
+``_mcp``, ``_batch``); :mod:`ollm_lite.cli` puts them together.
 """
 
 from __future__ import annotations

@@ -12,9 +12,10 @@ requests and the event stream into results:
   ``cancel`` is set, ``ask``/``run`` raise ``Cancelled``; ``ask``/``stream`` raise
   ``TokenLimitExceeded`` for ``token_limit``; ``run`` returns its ``Reply`` for every other
   ending.
-* Options are keyword arguments (:class:`~ollm_lite._options.Options`); an unknown keyword is
-  a ``TypeError`` naming it, raised at the call (also for ``stream``/``events``, before the
-  generator starts). Options given to :func:`connect` are defaults for every call.
+* Options are keyword arguments (the ``GenerationOptions`` fields, ``think``, ``keep_alive``,
+  ``timeout``, ``tool_choice``, ``headers``); an unknown keyword is a ``TypeError`` naming it,
+  raised at the call (also for ``stream``/``events``, before the generator starts). Options
+  given to :func:`connect` are defaults for every call.
 * ``timeout`` is the total deadline of the whole call: every model turn, every tool, and the
   corrective retry of a typed answer.
 * Nothing the caller passes is changed: messages are copied, options are read.
@@ -83,8 +84,8 @@ class Client(ScriptCalls):
         context_limits: Context windows by model name, from the configuration.
         schema_retries: As above; may be changed.
 
-    The calls — :meth:`ask`, :meth:`stream`, :meth:`run`, :meth:`events` — are
-    :class:`~ollm_lite._script_calls.ScriptCalls`, shared with :class:`Session`.
+    The calls — :meth:`ask`, :meth:`stream`, :meth:`run`, :meth:`events` — are the same on a
+    :class:`Session`, which continues one conversation.
 
     A client is thread-safe; use it as a context manager (``with connect() as llm:``) or call
     :meth:`close` to release its connections (a later call opens new ones).
@@ -236,7 +237,7 @@ def connect(
             ``~/.config/ollm/config.toml`` when it exists).
         hosts: Several base URLs of the same provider.
         per_host: Requests in flight per host (with ``hosts``).
-        **options: Defaults for every call (see :class:`~ollm_lite._options.Options`).
+        **options: Defaults for every call: the per-call options of :meth:`Client.ask`.
 
     Returns:
         A :class:`Client`. No request is sent until the first call.

@@ -3,7 +3,7 @@
 :class:`ScriptCalls` holds the four public calls with their full signatures (keyword-only
 parameters, ``**options: Unpack[Options]``) and docstrings. A subclass says only where a call
 starts and what runs it: :meth:`ScriptCalls._begin` turns the call's :class:`CallInputs` into
-a prepared :class:`~ollm_lite._prepare.Call` (a ``Client`` with its option defaults, a
+a prepared :class:`~ollm_lite.client._prepare.Call` (a ``Client`` with its option defaults, a
 ``Session`` on its history), :meth:`ScriptCalls._runner` is the ``Client`` that runs it. The
 module shortcuts ``ollm_lite.ask``/``ollm_lite.stream`` are these methods on the default client.
 
@@ -102,7 +102,9 @@ class ScriptCalls(ABC):
                 dataclass instance; a ``dict`` for the others).
             images: Paths, ``bytes`` or ``ImagePart`` values added to the (last) user message.
             cancel: Setting it stops the call (``Cancelled`` is raised).
-            **options: See :class:`~ollm_lite._options.Options`.
+            **options: Per-call options: the ``GenerationOptions`` fields (``temperature``,
+                ``max_tokens`` …), ``think``, ``keep_alive``, ``timeout`` (the whole call's
+                deadline), ``tool_choice`` and ``headers`` (docs/chat-and-tools.md, "Options").
 
         Returns:
             The final answer's text, or the validated value when ``schema`` is given.

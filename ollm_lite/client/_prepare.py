@@ -2,8 +2,8 @@
 
 :class:`CallInputs` is what a call was given, as people hold it (the arguments of ``ask``,
 ``stream``, ``run`` and ``events``). :func:`prepare_call` checks and converts it — the prompt,
-images and tools (:mod:`~ollm_lite._inputs`), the keyword options over the client's defaults
-(:mod:`~ollm_lite._options`) — into a :class:`Call` the chat runtime can run. Every bad input
+images and tools (:mod:`~ollm_lite.client._inputs`), the keyword options over the client's defaults
+(:mod:`~ollm_lite.client._options`) — into a :class:`Call` the chat runtime can run. Every bad input
 raises ``ConfigError`` here, before anything is sent or added to a history.
 """
 
@@ -49,7 +49,7 @@ class Call:
     model: str | None
     settings: CallSettings
     loop: ChatCall
-    """The :class:`~ollm_lite._chat_loop.ChatLoop` keywords this call sets."""
+    """The :class:`~ollm_lite.chat._loop.ChatLoop` keywords this call sets."""
 
 
 def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:

@@ -48,8 +48,8 @@ class Session(ScriptCalls):
         tools: The tools every ``run``/``events`` call offers (a call's own ``tools=`` wins).
         messages: History to start from (copied).
 
-    Its :meth:`ask`, :meth:`stream`, :meth:`run` and :meth:`events` are the client's
-    (:class:`~ollm_lite._script_calls.ScriptCalls`), continuing this conversation.
+    Its :meth:`ask`, :meth:`stream`, :meth:`run` and :meth:`events` are the client's,
+    continuing this conversation.
     """
 
     def __init__(

@@ -28,8 +28,8 @@ Ejections and returns are logged at WARNING / INFO (logger ``ollm_lite.fleet``);
 :meth:`Fleet.status` and :meth:`Fleet.health_note` feed progress displays.
 
 This module is the provider facade; each endpoint's load and health (when it is ejected, for
-how long) live in :mod:`ollm_lite._fleet_endpoints`, the choice of an endpoint and the moving
-of a failed request in :mod:`ollm_lite._fleet_routing`.
+how long), and the choice of an endpoint and the moving of a failed request, live in modules
+of their own in this package.
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 :class:`Router` picks the endpoint with the fewest requests in flight (ties: the one used least
 recently) that is not resting and below its limit, waiting while none is; it learns each
 endpoint's limit once (``per_host``, else the server's ``parallel_slots()``, else
-:data:`~ollm_lite._fleet_endpoints.DEFAULT_PER_HOST`). :meth:`Router.call` moves a request
+:data:`~ollm_lite.fleet._endpoints.DEFAULT_PER_HOST`). :meth:`Router.call` moves a request
 that failed before answering to another endpoint, and never back to one that failed it while
 another has not; it gives up after ``max_attempts`` once every endpoint failed it.
 :meth:`Router.stream` does the same for a stream until its first event, never after. The health
-bookkeeping itself is :mod:`ollm_lite._fleet_endpoints`'s job.
+bookkeeping itself is :mod:`ollm_lite.fleet._endpoints`'s job.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Type hints to JSON Schema: the parameters schema of a tool and the schema of a typed answer.
 
 The rules (which annotation becomes which schema) are listed in :mod:`ollm_lite.tools`.
-Descriptions come from docstrings (:func:`~ollm_lite._docstrings.parse_docstring`): the
+Descriptions come from docstrings (:func:`~ollm_lite.tools._docstrings.parse_docstring`): the
 function's for its parameters, a dataclass's or ``TypedDict``'s for its fields.
 """
 

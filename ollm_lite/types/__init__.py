@@ -5,10 +5,9 @@ pure helpers (``Message.user``, ``ToolResult.to_json``, ``ChatResult.to_openai``
 with the same content are equal. Events carry a class-level ``type`` string so callers can
 match either on the class or on ``event.type``.
 
-The definitions live in three private modules, one concern each: ``_message_types`` (messages
-and tool values), ``_call_types`` (a model call's request and results) and ``_event_types``
-(stream events). Import the names from here or from the package root: the private modules
-are an implementation detail.
+The definitions live in modules of this package, one concern each (messages and tool values, a
+model call's request and results, stream events). Import the names from here or from the
+package root.
 
 Invariants:
 

@@ -1,7 +1,7 @@
 """How something ends: one internal vocabulary, mapped at the edges to the public values.
 
-Inside the library an ending is an :data:`Ending`. The public values are fixed by the
-documented API and differ per surface, so each surface gets its value from one function here:
+Inside the library an ending is an :data:`Ending`. The public values are part of the
+public types and differ per surface, so each surface gets its value from one function here:
 
 ============  ==================  =====================  ===================  ==============
 Ending        ``FinishEvent``     ``ChatResult``         ``ChatFinishEvent``  ``RunResult``
