@@ -21,7 +21,7 @@ from typing import Any, Literal, TypedDict
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from support.wire_strategies import json_values
+from support.strategies import json_values
 
 from ollm_lite import (
     ErrorEvent,

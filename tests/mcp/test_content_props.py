@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import given, strategies as st
-from support.wire_strategies import json_values
+from support.strategies import json_values
 
 from ollm_lite.mcp.content import tool_result
 from ollm_lite.types import ToolResult

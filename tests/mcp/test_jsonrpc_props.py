@@ -11,7 +11,7 @@ import contextlib
 import json
 
 from hypothesis import given, strategies as st
-from support.wire_strategies import json_values
+from support.strategies import json_values
 
 from ollm_lite.errors import BadResponse
 from ollm_lite.mcp.jsonrpc import (

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, strategies as st
-from support.wire_strategies import arg_objects, json_values, names
+from support.strategies import arg_objects, json_values, names
 
 from ollm_lite.errors import ConfigError
 from ollm_lite.providers._gemini_wire import (

@@ -18,7 +18,7 @@ import json
 from typing import Any
 
 from hypothesis import given, settings, strategies as st
-from support.wire_strategies import arg_objects, json_values, names
+from support.strategies import arg_objects, json_values, names
 
 from ollm_lite.providers import _openai_wire as wire
 from ollm_lite.streams import SSEDecoder, SSEEvent

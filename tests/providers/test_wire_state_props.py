@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings, strategies as st
-from support.wire_strategies import arg_objects, json_values, names
+from support.strategies import arg_objects, json_values, names
 
 from ollm_lite.providers import _gemini_wire, _ollama_wire, _openai_wire
 from ollm_lite.streams import SSEEvent
