@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from support.strategies import json_of
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
@@ -184,10 +185,9 @@ def test_server_workloads_are_well_formed() -> None:
 
 # --------------------------------------------------------------------------- fast paths
 
-_json_values = st.recursive(
+_json_values = json_of(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-    max_leaves=8,
+    keys=st.text(),
 )
 _objects = st.dictionaries(st.text(), _json_values, max_size=4)
 

@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support.strategies import json_of
 
 from ollm_lite.chat import ChatClient, Conversation
 from ollm_lite.providers.scripted import ScriptedProvider
@@ -64,13 +65,7 @@ def fail(reason: str = "") -> str:
 
 
 json_scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=5)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+json_values = json_of(json_scalars, keys=st.text(max_size=4), max_leaves=6)
 texts = st.text(max_size=12)
 images = st.lists(
     st.builds(ImagePart, st.text("abcXYZ=", max_size=8), st.just("image/png")), max_size=2

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support.strategies import json_of
 
 from ollm_lite.chat import ChatClient, Conversation
 from ollm_lite.errors import ConfigError
@@ -26,12 +27,8 @@ BYTES_EXAMPLES = 600
 
 CLIENT = ChatClient(ScriptedProvider(), model="m")
 
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
+json_values = json_of(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
 )
 
 

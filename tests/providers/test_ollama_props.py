@@ -21,6 +21,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 from support.ollama_support import refuse_port
+from support.strategies import json_of
 
 from ollm_lite.errors import OllmError
 from ollm_lite.providers import _ollama_wire as wire
@@ -46,13 +47,7 @@ from ollm_lite.types import (
 text = st.text(max_size=40)
 nonempty = st.text(min_size=1, max_size=20)
 json_scalar = st.none() | st.booleans() | st.integers() | st.text(max_size=10)
-json_value = st.recursive(
-    json_scalar,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
+json_value = json_of(json_scalar, keys=st.text(max_size=5))
 args = st.dictionaries(st.text(max_size=8), json_value, max_size=4)
 call_ids = st.text(alphabet=string.ascii_letters + string.digits + "_-", min_size=1, max_size=16)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import responses
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support.strategies import json_of
 
 from ollm_lite.errors import OllmError
 from ollm_lite.providers.base import BaseProvider
@@ -41,23 +42,18 @@ ANY_URL = re.compile(r"http://wire\.test:9/.*")
 EXAMPLES = 300
 
 #: Any JSON value, with the numbers and strings vendors actually send.
-any_json = st.recursive(
+any_json = json_of(
     st.none()
     | st.booleans()
     | st.integers(-(2**63), 2**63)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=20)
     | st.sampled_from(["stop", "length", "tool_calls", "STOP", "MAX_TOKENS", "0", ""]),
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(
-            st.text(max_size=8)
-            | st.sampled_from(["index", "prompt", "completion", "total", "error", "message"]),
-            inner,
-            max_size=4,
-        )
-    ),
+    keys=st.text(max_size=8)
+    | st.sampled_from(["index", "prompt", "completion", "total", "error", "message"]),
     max_leaves=12,
+    list_size=4,
+    dict_size=4,
 )
 
 OPENAI_CHUNKS: list[Any] = [

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import pytest
 from hypothesis import assume, given, strategies as st
+from support.strategies import json_of
 
 from ollm_lite.providers.base import BaseProvider
 from ollm_lite.react import ReActToolHandler
@@ -48,13 +49,7 @@ json_scalar = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=12)
 )
-json_value = st.recursive(
-    json_scalar,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
-    ),
-    max_leaves=10,
-)
+json_value = json_of(json_scalar, max_leaves=10)
 json_object = st.dictionaries(st.text(max_size=8), json_value, max_size=4)
 
 tool_names = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,20}", fullmatch=True).filter(
