@@ -16,8 +16,8 @@ workload without special parameters::
 
 Bodies are built once per workload and cached, so the server costs a ``sendall`` per HTTP
 chunk. Connections are kept alive (HTTP/1.1, chunked bodies). It runs on the tests' loopback
-server (``tests/transport_support.py``), in a child process (:class:`ServerProcess`) so that it
-never competes with the measured client for the GIL.
+server (``tests/support/transport_support.py``), in a child process (:class:`ServerProcess`)
+so that it never competes with the measured client for the GIL.
 """
 
 from __future__ import annotations

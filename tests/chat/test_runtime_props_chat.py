@@ -6,8 +6,8 @@
   structure validity, the tool message name field, tool execution error handling (runtime
   side), abort signal cleanup, unexpected error resilience.
 
-The registry's properties are in tests/runtime/test_registry.py; ScriptedProvider as an
-adapter in tests/runtime/test_scripted.py. Parallelism is shown with a barrier every call
+The registry's properties are in tests/test_registry.py; ScriptedProvider as an
+adapter in tests/providers/test_scripted.py. Parallelism is shown with a barrier every call
 must reach while the others wait, so it needs no timing assertion.
 """
 

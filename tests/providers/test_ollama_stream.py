@@ -1,6 +1,6 @@
 """LocalProvider over a real loopback socket: full NDJSON transcripts, faults, cancellation, pull.
 
-Each test starts its own server (``tests/ollama_support.py``) that replays hand-written
+Each test starts its own server (``tests/support/ollama_support.py``) that replays hand-written
 transcripts one HTTP chunk per line (or split anywhere), then ends, hangs or drops the
 connection. Time bounds are generous upper limits only.
 """

@@ -9,7 +9,7 @@ decides that before sending anything.
 
 Every provider points at a loopback port nobody listens on: had one sent a request, the answer
 would be ``CONNECTION_FAILED``, not ``UNSUPPORTED_OPERATION``, and the test would fail. The
-token-counting half is in tests/runtime/test_scripted.py.
+token-counting half is in tests/providers/test_scripted.py.
 """
 
 from __future__ import annotations
