@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._linked_event import LinkedEvent
 from ._format import BatchFileError
 from ._make import make_input
 from ._progress import BatchProgressPrinter
@@ -130,7 +131,8 @@ def run_with_provider(
     """
     own = stops is not None
     if stops is None:
-        stops = Stops(cancel=cancel) if cancel is not None else Stops()
+        # the run sets its own event (leaving early, a second Ctrl-C); the caller's is only read
+        stops = Stops(cancel=LinkedEvent(cancel))
     printer: BatchProgressPrinter | None = None
     callback: Callable[[BatchSummary], None] | None = None
     if progress is True:

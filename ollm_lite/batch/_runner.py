@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ._format import BatchFileError, error_line, parse_input, raise_problems, success_line
-from ._output import OutputFile
+from ._output import OutputFile, open_regular
 from ._summary import BatchSummary
 from ._translate import BodyProblem, ChatJob, Job, chat_completion, embeddings_list, job_for
 
@@ -101,15 +101,15 @@ def load_jobs(
         BatchFileError: ``CONFIG_INVALID`` for an unreadable file, bad JSON, missing or
             duplicate ``custom_id``, an unsupported ``url`` or a body that cannot be sent.
     """
+    fd = open_regular(str(input_path), os.O_RDONLY | getattr(os, "O_BINARY", 0), "batch input")
     try:
-        with open(input_path, "rb") as f:
-            data = f.read()
+        with open(fd, "rb") as f:
+            items = parse_input(f, str(input_path))
     except OSError as exc:
         raise BatchFileError(
             f"cannot read batch input {input_path}: {exc.strerror or exc}",
             details={"path": str(input_path)},
         ) from exc
-    items = parse_input(data, str(input_path))
     jobs: list[Job] = []
     problems: list[dict[str, Any]] = []
     needs_model = any("model" not in item.body for item in items)
@@ -195,7 +195,7 @@ def run_file(
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path
         return False
 
 
@@ -246,7 +246,7 @@ def _pump(
                 if record is None:
                     continue
                 try:
-                    out.append(record)
+                    record = out.append(record)
                 except OSError as exc:
                     raise ConfigError(
                         f"cannot write to batch output {out.path}: {exc.strerror or exc}"
