@@ -75,8 +75,9 @@ def run_batch(
 
     Raises:
         BatchFileError: ``CONFIG_INVALID`` before any request for an unreadable or invalid
-            input (bad JSON, missing or duplicate ``custom_id``, unsupported ``url``, a body
-            that cannot be sent) or an output that is not this input's.
+            input (bad JSON, ``NaN`` included, a line over 16 MiB, missing or duplicate
+            ``custom_id``, unsupported ``url``, a body that cannot be sent), an output that is
+            not this input's, or a path that is no regular file.
         ConfigError: ``CONFIG_INVALID`` for a bad ``concurrency`` or an unwritable output.
         KeyboardInterrupt: after a Ctrl-C, once the lines in flight are written.
     """

@@ -1,9 +1,10 @@
 """Running a batch file against one provider (or a fleet): the thread pool and its stops.
 
-The whole input is read and translated first, so a bad line stops the run before any request
-is sent. Then at most ``concurrency`` requests are in flight; each finished request becomes one
-output line at once (see :mod:`._output` for the exactly-once rules). Work is handed to the
-pool a request at a time, never all at once, so a stop takes effect immediately:
+The whole input is read (a stream of bounded lines) and translated first, so a bad line stops
+the run before any request is sent. Then at most ``concurrency`` requests are in flight; each
+finished request becomes one output line at once (see :mod:`._output` for the exactly-once
+rules). Work is handed to the pool a request at a time, never all at once, so a stop takes
+effect immediately:
 
 * ``stop`` (first Ctrl-C): no new request starts; those in flight finish and are written.
 * ``cancel`` (a second Ctrl-C, or the caller's ``cancel`` event): requests in flight are
