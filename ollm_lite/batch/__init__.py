@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._linked_event import LinkedEvent
 from ._format import BatchFileError
 from ._make import make_input
 from ._progress import BatchProgressPrinter
@@ -74,8 +75,9 @@ def run_batch(
 
     Raises:
         BatchFileError: ``CONFIG_INVALID`` before any request for an unreadable or invalid
-            input (bad JSON, missing or duplicate ``custom_id``, unsupported ``url``, a body
-            that cannot be sent) or an output that is not this input's.
+            input (bad JSON, ``NaN`` included, a line over 16 MiB, missing or duplicate
+            ``custom_id``, unsupported ``url``, a body that cannot be sent), an output that is
+            not this input's, or a path that is no regular file.
         ConfigError: ``CONFIG_INVALID`` for a bad ``concurrency`` or an unwritable output.
         KeyboardInterrupt: after a Ctrl-C, once the lines in flight are written.
     """
@@ -130,7 +132,8 @@ def run_with_provider(
     """
     own = stops is not None
     if stops is None:
-        stops = Stops(cancel=cancel) if cancel is not None else Stops()
+        # the run sets its own event (leaving early, a second Ctrl-C); the caller's is only read
+        stops = Stops(cancel=LinkedEvent(cancel))
     printer: BatchProgressPrinter | None = None
     callback: Callable[[BatchSummary], None] | None = None
     if progress is True:

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import json
 import os
+import stat
 import tempfile
-from collections.abc import Iterable
-from typing import Any
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, BinaryIO
 
-from ._format import CHAT_URL, BatchFileError
+from ._format import CHAT_URL, MAX_CUSTOM_ID, MAX_LINE, BatchFileError, iter_lines
+from ._output import open_regular
 
 __all__ = ["make_input", "prompts_from"]
 
@@ -30,33 +32,83 @@ def prompts_from(path: str, *, column: str | None = None) -> list[tuple[str, str
         BatchFileError: ``CONFIG_INVALID`` for an unreadable file, an unknown column or no
             prompts at all.
     """
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
+    is_csv = path.lower().endswith(".csv")
+    if not is_csv and column is not None:
         raise BatchFileError(
-            f"cannot read prompts from {path}: {exc}", details={"path": path}
+            f"--column applies to a .csv file, and {path} is read as text (one prompt a line)",
+            details={"path": path},
+        )
+    fd = open_regular(path, os.O_RDONLY | getattr(os, "O_BINARY", 0), "prompts file")
+    try:
+        with open(fd, "rb") as f:
+            lines = _text_lines(f, path)
+            if is_csv:
+                pairs = _from_csv(lines, path, column)
+            else:
+                pairs = [
+                    (f"prompt-{n}", line.rstrip("\r\n"))
+                    for n, line in enumerate(lines, start=1)
+                    if line.strip()
+                ]
+    except OSError as exc:
+        raise BatchFileError(
+            f"cannot read prompts from {path}: {exc.strerror or exc}", details={"path": path}
         ) from exc
-    if path.lower().endswith(".csv"):
-        pairs = _from_csv(text, path, column)
-    else:
-        if column is not None:
-            raise BatchFileError(
-                f"--column applies to a .csv file, and {path} is read as text (one prompt a line)",
-                details={"path": path},
-            )
-        pairs = [
-            (f"prompt-{n}", line.rstrip("\r"))
-            for n, line in enumerate(text.split("\n"), start=1)
-            if line.strip()
-        ]
     if not pairs:
         raise BatchFileError(f"{path} holds no prompts", details={"path": path})
     return pairs
 
 
-def _from_csv(text: str, path: str, column: str | None) -> list[tuple[str, str]]:
-    reader = csv.DictReader(io.StringIO(text))
+def _text_lines(f: BinaryIO, path: str) -> Iterator[str]:
+    """The lines of a UTF-8 file, ``\\n`` kept, each at most :data:`MAX_LINE` bytes."""
+    for lineno, (raw, _, terminated) in enumerate(iter_lines(f), start=1):
+        if raw is None:
+            raise BatchFileError(
+                f"{path}, line {lineno}: longer than {MAX_LINE} bytes, the line limit of a "
+                "batch file",
+                details={"path": path, "line": lineno},
+            )
+        try:
+            text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise BatchFileError(
+                f"{path}, line {lineno}: not UTF-8 ({exc.reason})",
+                details={"path": path, "line": lineno},
+            ) from None
+        yield text + "\n" if terminated else text
+
+
+@contextlib.contextmanager
+def _csv_fields_up_to_a_line() -> Iterator[None]:
+    """Let ``csv`` read fields up to :data:`MAX_LINE` (its default stops at 128 KiB).
+
+    ``csv.field_size_limit`` is process-wide: it is only ever raised here (never lowered
+    under anyone) and put back as it was on leaving.
+    """
+    with _CSV_LIMIT_LOCK:
+        previous = csv.field_size_limit()
+        csv.field_size_limit(max(previous, MAX_LINE))
+        try:
+            yield
+        finally:
+            csv.field_size_limit(previous)
+
+
+_CSV_LIMIT_LOCK = threading.Lock()
+
+
+def _from_csv(lines: Iterable[str], path: str, column: str | None) -> list[tuple[str, str]]:
+    with _csv_fields_up_to_a_line():
+        try:
+            return _read_csv(lines, path, column)
+        except csv.Error as exc:
+            raise BatchFileError(
+                f"{path}: not a valid CSV file ({exc})", details={"path": path}
+            ) from None
+
+
+def _read_csv(lines: Iterable[str], path: str, column: str | None) -> list[tuple[str, str]]:
+    reader = csv.DictReader(lines)
     fields = reader.fieldnames or []
     if column is None:
         if "prompt" in fields:
@@ -99,7 +151,30 @@ def _lines(
         body: dict[str, Any] = {"model": model} if model else {}
         body["messages"] = messages
         line = {"custom_id": custom_id, "method": "POST", "url": CHAT_URL, "body": body}
-        yield json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n"
+        encoded = json.dumps(line, ensure_ascii=False).encode("utf-8")
+        if len(encoded) > MAX_LINE or len(custom_id) > MAX_CUSTOM_ID:
+            what = "custom_id" if len(custom_id) > MAX_CUSTOM_ID else "line"
+            raise BatchFileError(
+                f"the prompt with custom_id {custom_id[:80]!r} makes a {what} longer than "
+                f"batch run accepts ({MAX_CUSTOM_ID} characters for a custom_id, {MAX_LINE} "
+                "bytes for a line)",
+                details={"custom_id": custom_id[:80]},
+            )
+        yield encoded + b"\n"
+
+
+def _check_replaceable(output: str) -> None:
+    """Refuse an output that exists and is no regular file: replacing a device or a FIFO by
+    the new input file would destroy it (``/dev/null`` given by a superuser)."""
+    try:
+        mode = os.stat(output).st_mode
+    except (OSError, ValueError):
+        return  # missing (created), or refused when the file is written
+    if not stat.S_ISREG(mode):
+        raise BatchFileError(
+            f"cannot write {output}: not a regular file (a directory, device or FIFO)",
+            details={"path": output},
+        )
 
 
 def make_input(
@@ -127,17 +202,20 @@ def make_input(
             output).
     """
     pairs = prompts_from(source, column=column)
+    _check_replaceable(output)
     directory = os.path.dirname(os.path.abspath(output))
     try:
         fd, tmp = tempfile.mkstemp(prefix=".batch-input-", suffix=".tmp", dir=directory)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
         raise BatchFileError(f"cannot write {output}: {exc}", details={"path": output}) from exc
     try:
         with os.fdopen(fd, "wb") as out:
             out.writelines(_lines(pairs, model, system))
         os.replace(tmp, output)
-    except OSError as exc:
+    except BaseException as exc:  # a refused prompt included: no temporary file is left
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise BatchFileError(f"cannot write {output}: {exc}", details={"path": output}) from exc
+        if isinstance(exc, OSError | ValueError) and not isinstance(exc, BatchFileError):
+            raise BatchFileError(f"cannot write {output}: {exc}", details={"path": output}) from exc
+        raise
     return len(pairs)

@@ -1,9 +1,10 @@
 """Running a batch file against one provider (or a fleet): the thread pool and its stops.
 
-The whole input is read and translated first, so a bad line stops the run before any request
-is sent. Then at most ``concurrency`` requests are in flight; each finished request becomes one
-output line at once (see :mod:`._output` for the exactly-once rules). Work is handed to the
-pool a request at a time, never all at once, so a stop takes effect immediately:
+The whole input is read (a stream of bounded lines) and translated first, so a bad line stops
+the run before any request is sent. Then at most ``concurrency`` requests are in flight; each
+finished request becomes one output line at once (see :mod:`._output` for the exactly-once
+rules). Work is handed to the pool a request at a time, never all at once, so a stop takes
+effect immediately:
 
 * ``stop`` (first Ctrl-C): no new request starts; those in flight finish and are written.
 * ``cancel`` (a second Ctrl-C, or the caller's ``cancel`` event): requests in flight are
@@ -26,7 +27,7 @@ from typing import Any
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ._format import BatchFileError, error_line, parse_input, raise_problems, success_line
-from ._output import OutputFile
+from ._output import OutputFile, open_regular
 from ._summary import BatchSummary
 from ._translate import BodyProblem, ChatJob, Job, chat_completion, embeddings_list, job_for
 
@@ -101,15 +102,15 @@ def load_jobs(
         BatchFileError: ``CONFIG_INVALID`` for an unreadable file, bad JSON, missing or
             duplicate ``custom_id``, an unsupported ``url`` or a body that cannot be sent.
     """
+    fd = open_regular(str(input_path), os.O_RDONLY | getattr(os, "O_BINARY", 0), "batch input")
     try:
-        with open(input_path, "rb") as f:
-            data = f.read()
+        with open(fd, "rb") as f:
+            items = parse_input(f, str(input_path))
     except OSError as exc:
         raise BatchFileError(
             f"cannot read batch input {input_path}: {exc.strerror or exc}",
             details={"path": str(input_path)},
         ) from exc
-    items = parse_input(data, str(input_path))
     jobs: list[Job] = []
     problems: list[dict[str, Any]] = []
     needs_model = any("model" not in item.body for item in items)
@@ -195,7 +196,7 @@ def run_file(
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path
         return False
 
 
@@ -246,7 +247,7 @@ def _pump(
                 if record is None:
                     continue
                 try:
-                    out.append(record)
+                    record = out.append(record)
                 except OSError as exc:
                     raise ConfigError(
                         f"cannot write to batch output {out.path}: {exc.strerror or exc}"

@@ -112,10 +112,16 @@ def chat_request(body: dict[str, Any], model: str) -> ProviderRequest:
     choice = body.get("tool_choice")
     if choice in ("auto", "none"):
         tool_choice = choice
-    elif isinstance(choice, dict) and isinstance((choice.get("function") or {}).get("name"), str):
-        tool_choice = {"name": choice["function"]["name"]}
-    elif choice is not None:
+    elif isinstance(choice, dict) and "function" in choice:
+        function = choice["function"]
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise BodyProblem("body.tool_choice must be {type: function, function: {name}}")
+        tool_choice = {"name": name}
+    elif isinstance(choice, str | dict):
         extra["tool_choice"] = choice  # "required" and other server-specific values
+    elif choice is not None:
+        raise BodyProblem("body.tool_choice must be a string or an object")
     return ProviderRequest(
         model=model,
         messages=messages,
@@ -145,18 +151,23 @@ _KNOWN = frozenset(
 )
 
 
+_ROLES = ("system", "user", "assistant", "tool")
+
+
 def _messages(value: Any) -> list[Message]:
     if not isinstance(value, list) or not value:
         raise BodyProblem("body.messages must be a non-empty list")
     out = []
     for index, item in enumerate(value):
-        try:
-            out.append(message_from_openai(item))
-        except OllmError:
+        if not isinstance(item, dict) or item.get("role") not in _ROLES:
             raise BodyProblem(
                 f"body.messages[{index}] is not a chat message (role system, user, "
                 "assistant or tool)"
-            ) from None
+            )
+        try:
+            out.append(message_from_openai(item))
+        except OllmError as exc:
+            raise BodyProblem(f"body.messages[{index}].{exc.message}") from None
     return out
 
 
@@ -174,13 +185,12 @@ def _tools(value: Any) -> list[ToolSchema] | None:
         assert isinstance(function, dict)
         params = function.get("parameters")
         description = function.get("description")
-        out.append(
-            ToolSchema(
-                name,
-                description if isinstance(description, str) else None,
-                params if isinstance(params, dict) else None,
+        if not isinstance(params, dict | None) or not isinstance(description, str | None):
+            raise BodyProblem(
+                f"body.tools[{index}].function: parameters must be an object and description "
+                "a string"
             )
-        )
+        out.append(ToolSchema(name, description, params))
     return out or None
 
 
@@ -229,7 +239,8 @@ def _response_format(value: Any) -> Any:
     if kind == "json_object":
         return "json"
     if kind == "json_schema":
-        schema = (value.get("json_schema") or {}).get("schema")
+        spec = value.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
         if isinstance(schema, dict):
             return schema
     raise BodyProblem(

@@ -111,11 +111,11 @@ def test_garbage_after_the_last_good_line_is_cut(tail: bytes) -> None:
     resume = scan_output(good + tail, "out", {"a", "b"})
     assert resume.keep_bytes in (len(good), len(good) + len(tail))
     if resume.keep_bytes == len(good):
-        assert [r["custom_id"] for _, r in resume.records] == ["a"]
+        assert [e.custom_id for e in resume.entries] == ["a"]
 
 
 def test_a_record_that_only_lost_its_newline_is_kept() -> None:
     line = encode_line(success_line("a", {"k": 1}))
     resume = scan_output(line[:-1], "out", {"a"})
     assert resume.add_newline and resume.keep_bytes == len(line) - 1
-    assert [r["custom_id"] for _, r in resume.records] == ["a"]
+    assert [e.custom_id for e in resume.entries] == ["a"]
