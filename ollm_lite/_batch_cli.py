@@ -9,9 +9,11 @@
 
 ``run`` resumes whenever OUTPUT exists; ``--host`` repeated names a fleet (one server per
 URL, same provider kind and model). Progress goes to stderr: a redrawn bar on a terminal,
-a plain line every few seconds otherwise (cron logs). Exit codes: 0 every line answered, 1
-some lines failed (all written), 2 an invalid input file or usage (nothing sent), 130
-interrupted (the first Ctrl-C lets requests in flight finish, a second cancels them).
+a plain line every few seconds otherwise (cron logs). Exit codes: 0 every line answered; 1
+the output holds failed lines once the run ends, this run's or kept from an earlier one (all
+written first; stderr says how many and that ``--retry-failed`` reruns them); 2 an invalid
+input file or usage (nothing sent); 130 interrupted (the first Ctrl-C lets requests in flight
+finish, a second cancels them).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def add_batch_commands(
         help="run INPUT.jsonl, appending answers to OUTPUT.jsonl (resumes)",
         description="Send every request of INPUT.jsonl not yet answered in OUTPUT.jsonl; "
         "each answer is appended as one line as soon as it arrives. Run it again to resume. "
-        "Exit: 0 all answered, 1 some failed, 2 invalid input, 130 interrupted.",
+        "Exit: 0 all answered, 1 the output holds failed lines (--retry-failed reruns them), "
+        "2 invalid input, 130 interrupted.",
     )
     run.add_argument("input", metavar="INPUT.jsonl")
     run.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl")
@@ -169,7 +172,15 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     if stops.interrupted:
         ctx.say("ollm-lite: interrupted; run the same command again to resume")
         return EXIT_INTERRUPTED
-    return EXIT_ERROR if summary.failed else EXIT_OK
+    if summary.failed_in_output:
+        kept = summary.failed_in_output - summary.failed
+        ctx.say(
+            f"ollm-lite: {summary.failed_in_output} line(s) of {args.output} hold an error"
+            + (f" ({kept} from an earlier run)" if kept else "")
+            + "; run the same command with --retry-failed to run them again"
+        )
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 #: Loggers whose INFO lines a batch run shows: fleet health, interrupts, output repairs.

@@ -99,6 +99,30 @@ def test_failed_lines_exit_1_after_all_are_written_and_retry_failed_reruns_them(
     assert "1 failed, 2 already in" in retried.stderr
 
 
+def test_a_resumed_run_exits_1_while_the_output_holds_errors_from_before(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    """A first run against a wrong host fails every line; the rerun against the right one
+    sends nothing new (the failed lines are kept) and still exits 1, saying so."""
+    srv, _ = server
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "b"])
+    out = tmp_path / "out.jsonl"
+    with refused_url() as dead:
+        wrong = run(tmp_path, *_args(dead, str(inp), "-o", str(out)))
+    assert wrong.returncode == 1, wrong.stderr
+    assert "2 line(s)" in wrong.stderr
+    rerun = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out)))
+    assert rerun.returncode == 1, rerun.stderr
+    assert "0 failed, 2 already in" in rerun.stderr
+    (said,) = [line for line in rerun.stderr.splitlines() if "hold an error" in line]
+    assert "2 line(s)" in said and "--retry-failed" in said
+    assert srv.requests == []
+    retried = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--retry-failed"))
+    assert retried.returncode == 0, retried.stderr
+    assert "hold an error" not in retried.stderr
+    assert all(x["error"] is None for x in read_output(out))
+
+
 def test_an_invalid_input_exits_2_before_any_request(
     tmp_path: Path, server: tuple[LoopbackServer, Held]
 ) -> None:
