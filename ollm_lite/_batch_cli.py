@@ -2,8 +2,8 @@
 
 ::
 
-    ollm-lite batch make PROMPTS.txt|PROMPTS.csv -o INPUT.jsonl [--column NAME] [--model M]
-                                                                [--system S]
+    ollm-lite batch make PROMPTS.txt|PROMPTS.csv -o INPUT.jsonl [--column NAME]
+                         [--id-column NAME] [--model M] [--system S]
     ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl [--concurrency N] [--per-host N]
                                                     [--host URL]... [--retry-failed]
 
@@ -85,6 +85,10 @@ def add_batch_commands(
     make.add_argument("prompts", metavar="PROMPTS.txt|PROMPTS.csv")
     make.add_argument("-o", "--output", required=True, metavar="INPUT.jsonl")
     make.add_argument("--column", metavar="NAME", help="the CSV column holding the prompts")
+    make.add_argument(
+        "--id-column", metavar="NAME",
+        help="the CSV column holding each line's custom_id (each row needs its own)",
+    )  # fmt: skip
     make.add_argument("--system", metavar="TEXT", help="a system message for every line")
     make.set_defaults(handler=_cmd_make, usage_parser=make)
     return batch
@@ -220,6 +224,7 @@ def _cmd_make(args: argparse.Namespace, ctx: Any) -> int:
             column=args.column,
             model=getattr(args, "model", None),
             system=args.system,
+            id_column=args.id_column,
         )
     except BatchFileError as exc:
         ctx.err.write(f"ollm-lite: error [{exc.code}]: {exc.message}\n")

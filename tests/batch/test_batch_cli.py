@@ -281,6 +281,39 @@ def test_batch_make_from_text_and_csv(tmp_path: Path) -> None:
     assert_one_line_error(wrong.stderr, "CONFIG_INVALID")
 
 
+def test_batch_make_id_column_takes_each_lines_id_and_refuses_empty_or_repeated_ones(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("ticket,text\nT-7,Printer on fire\nT-9,Password reset\n")
+    out = tmp_path / "in.jsonl"
+    made = run(tmp_path, "batch", "make", str(table), "-o", str(out), "--id-column", "ticket")
+    assert made.returncode == 0, made.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(r["custom_id"], r["body"]["messages"][-1]["content"]) for r in rows] == [
+        ("T-7", "Printer on fire"),
+        ("T-9", "Password reset"),
+    ]
+    for text, row in [
+        ("ticket,text\nT-7,a\nT-8,b\nT-7,c\n", "row 4"),  # the header is row 1
+        ('ticket,text\nT-7,"two\nlines"\n\n ,b\n', "row 4 (line 5)"),  # a blank line is a row
+    ]:
+        table.write_text(text)
+        refused = run(
+            tmp_path, "batch", "make", str(table), "-o", str(tmp_path / "x.jsonl"),
+            "--id-column", "ticket",
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert_one_line_error(refused.stderr, "CONFIG_INVALID")
+        assert row in refused.stderr
+        assert not (tmp_path / "x.jsonl").exists()
+    unknown = run(
+        tmp_path, "batch", "make", str(table), "-o", str(tmp_path / "x.jsonl"),
+        "--id-column", "nope",
+    )  # fmt: skip
+    assert unknown.returncode == 2 and "no column 'nope'" in unknown.stderr
+
+
 def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> None:
     """docs/batch.md's shell snippet, against two loopback servers standing in for gpu-a/b."""
     import re
