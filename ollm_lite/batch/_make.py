@@ -90,7 +90,7 @@ def _from_csv(
         if not row_id:
             if id_column is not None:
                 raise _row_error(path, where, f"the {id_column!r} column is empty")
-            row_id = f"prompt-{reader.line_num}"
+            row_id = f"prompt-{reader.reader.line_num}"  # the line the row ends on
         if row_id in seen:
             raise _row_error(path, where, f"custom_id {row_id!r} is already on row {seen[row_id]}")
         seen[row_id] = where[0]

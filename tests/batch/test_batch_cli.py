@@ -312,6 +312,11 @@ def test_batch_make_id_column_takes_each_lines_id_and_refuses_empty_or_repeated_
         "--id-column", "nope",
     )  # fmt: skip
     assert unknown.returncode == 2 and "no column 'nope'" in unknown.stderr
+    table.write_text('text\nA\n\n"B\nC"\nD\n')  # without ids: prompt-<the row's last line>
+    made = run(tmp_path, "batch", "make", str(table), "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    ids = [json.loads(x)["custom_id"] for x in out.read_text().splitlines()]
+    assert ids == ["prompt-2", "prompt-5", "prompt-6"]
 
 
 def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> None:
