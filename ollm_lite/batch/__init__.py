@@ -71,7 +71,8 @@ def run_batch(
             they run again.
 
     Returns:
-        The :class:`BatchSummary` of this run.
+        The :class:`BatchSummary` of this run; its ``failed_in_output`` also counts the failed
+        lines kept from earlier runs (nonzero: the output is not all answers yet).
 
     Raises:
         BatchFileError: ``CONFIG_INVALID`` before any request for an unreadable or invalid

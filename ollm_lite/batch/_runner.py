@@ -178,10 +178,16 @@ def run_file(
     pending = [job for job in jobs if job.custom_id not in present]
     counts = {"done": 0, "failed": 0}
     skipped = len(jobs) - len(pending)
+    failed_before = len(resume.failed_ids)
 
     def summary() -> BatchSummary:
         return BatchSummary(
-            len(jobs), counts["done"], counts["failed"], skipped, time.monotonic() - started
+            len(jobs),
+            counts["done"],
+            counts["failed"],
+            skipped,
+            time.monotonic() - started,
+            failed_before + counts["failed"],
         )
 
     logger.info(

@@ -204,6 +204,46 @@ def test_pip_step_failure_names_the_log(tmp_path: Path, monkeypatch: pytest.Monk
     assert "boom-42" in str(caught.value) and "(7)" in str(caught.value)
 
 
+def test_a_command_past_its_bound_is_stopped_with_its_children_and_names_the_log(
+    tmp_path: Path,
+) -> None:
+    """An install that hangs (an unreachable registry retried for ever) ends at its bound: the
+    command and what it started are stopped, and the error names the log."""
+    log = tmp_path / "build.log"
+    pid_file = tmp_path / "child.pid"
+    hang = (
+        "import subprocess, sys, time; "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid)); "
+        "print('fetching, attempt 1 failed', flush=True); time.sleep(300)"
+    )
+    with pytest.raises(llamacpp.ScriptError) as caught:
+        llamacpp._run_logged([sys.executable, "-c", hang], log, bound=2.0)
+    message = str(caught.value)
+    assert "did not finish in 2 s" in message and str(log) in message
+    assert "OLLM_LITE_INSTALL_TIMEOUT_S" in message
+    assert "fetching, attempt 1 failed" in message  # the log's last lines
+    assert "stopped after 2 s" in log.read_text()
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 30  # generous: only a bound against a hang
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_install_bound_comes_from_the_build_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OLLM_LITE_INSTALL_TIMEOUT_S", raising=False)
+    assert llamacpp.install_bound(llamacpp.NATIVE_BUILD) >= 3600  # a compile on a busy machine
+    assert llamacpp.install_bound(BUILD) == llamacpp.INSTALL_BOUND_S
+    monkeypatch.setenv("OLLM_LITE_INSTALL_TIMEOUT_S", "7.5")
+    assert llamacpp.install_bound(llamacpp.NATIVE_BUILD) == 7.5
+    monkeypatch.setenv("OLLM_LITE_INSTALL_TIMEOUT_S", "soon")
+    with pytest.raises(llamacpp.ScriptError, match="OLLM_LITE_INSTALL_TIMEOUT_S"):
+        llamacpp.install_bound(BUILD)
+
+
 # --------------------------------------------------------------------------- native libraries
 
 
@@ -440,6 +480,27 @@ def test_config_file_follows_load_config(tmp_path: Path) -> None:
         (
             ["[ 99%] Linking", "Installing collected packages: numpy, llama-cpp-python"],
             "installing the built packages",
+        ),
+        (
+            ["$ /usr/bin/npm install --no-audit --no-fund --loglevel=http pkg@1.0.0"],
+            "npm install started, nothing logged yet",
+        ),
+        (
+            [
+                "npm http fetch GET 200 https://registry.npmjs.org/zod 120ms (cache miss)",
+                "npm http fetch GET https://registry.npmjs.org/express attempt 1 failed with "
+                "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+            ],
+            "npm: https://registry.npmjs.org/express failed with "
+            "UNABLE_TO_GET_ISSUER_CERT_LOCALLY (attempt 1)",
+        ),
+        (
+            ["npm http fetch GET 200 https://registry.npmjs.org/zod 120ms (cache miss)"],
+            "npm: fetched https://registry.npmjs.org/zod (200)",
+        ),
+        (
+            ["npm warn deprecated glob@7.2.3: Glob versions prior to v9"],
+            "npm warn: deprecated glob@7.2.3: Glob versions prior to v9",
         ),
     ],
 )
