@@ -26,7 +26,7 @@ from ._fleet_endpoints import (
     failover_reason,
     logger,
 )
-from ._linked_event import deadline_of
+from ._linked_event import deadline_of, past_deadline
 from .errors import Cancelled, OllmError, RequestTimeout, error_from_code
 from .providers.base import ProviderAdapter, call_with_cancel
 from .types import ErrorEvent, ErrorInfo, FinishEvent, ProviderEvent, ProviderRequest
@@ -86,7 +86,7 @@ class Router:
                 return
             with ThreadPoolExecutor(max_workers=len(unknown)) as pool:
                 found = list(pool.map(lambda e: _server_slots(e.provider, cancel), unknown))
-            if cancel is not None and cancel.is_set():
+            if cancel is not None and (cancel.is_set() or past_deadline(cancel)):
                 return  # the answers may be cut short: ask again next time
             with self._cond:
                 for endpoint, slots in zip(unknown, found, strict=True):

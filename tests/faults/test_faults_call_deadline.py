@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from faults.fault_server import ollama_lines, openai_events
+from faults.fault_server import ollama_lines, openai_events, sequence
 from hypothesis import HealthCheck, given, settings, strategies as st
 from transport_support import LoopbackServer, Request, respond, serve, silent, stream_script
 
@@ -113,7 +113,12 @@ def _mcp(silent_method: str) -> Script:
 
 
 def _provider_call(backend: str, model: str | None, how: str, url: str) -> str:
-    with ollm_lite.connect(backend, host=url, model=model) as llm:
+    if backend == "llamacpp-fleet":  # two members on one server: a fleet asks /props first
+        hosts = [url, f"{url}/"]
+        llm = ollm_lite.connect("llamacpp", hosts=hosts, model=model)
+    else:
+        llm = ollm_lite.connect(backend, host=url, model=model)
+    with llm:
         if how == "stream":
             return "".join(llm.stream("hi", timeout=DEADLINE))
         return llm.ask("hi", timeout=DEADLINE)
@@ -139,6 +144,7 @@ def _outcome(run: Callable[[], object]) -> tuple[str, float]:
         ("llamacpp", ("GET", "/props")),
         ("llamacpp", ("GET", "/v1/models")),
         ("llamacpp", ("POST", "/v1/chat/completions/input_tokens")),
+        ("llamacpp-fleet", ("GET", "/props")),
     ],
 )
 def test_a_look_up_before_the_chat_keeps_to_the_deadline(
@@ -156,6 +162,7 @@ def test_a_look_up_before_the_chat_keeps_to_the_deadline(
     assert asked[-1] == route  # the look-up was the last request: none after the deadline
 
 
+ROUTES["llamacpp-fleet"] = ROUTES["llamacpp"]
 PROVIDER_CASES = [(backend, route) for backend, routes in ROUTES.items() for route in routes]
 
 
@@ -213,3 +220,17 @@ def test_every_request_of_a_call_is_inside_its_deadline(case: Any) -> None:
         asked = [(r.method, r.path.split("?")[0]) for r in server.requests]
     assert seconds < HANG
     assert code == ("LLM_TIMEOUT" if route in asked else "ok"), (case, code, asked)
+
+
+def test_a_look_up_cut_short_by_the_deadline_is_not_remembered() -> None:
+    """``/api/show`` silent on the first call: that call times out, and the next call asks
+    again (its window of 100 tokens then stops a long prompt) instead of keeping "unknown"
+    and the default window for good."""
+    small = _json({"capabilities": ["completion"], "model_info": {"llama.context_length": 100}})
+    show = sequence(silent, small)
+    with serve({**ROUTES["local"], ("POST", "/api/show"): show}, keep_alive=True) as server:
+        with ollm_lite.connect("local", host=server.url, model="m") as llm:
+            code, _ = _outcome(lambda: llm.ask("hi", timeout=DEADLINE))
+            assert code == "LLM_TIMEOUT"
+            code, _ = _outcome(lambda: llm.ask("word " * 400, timeout=HANG))
+    assert code == "TOKEN_LIMIT_EXCEEDED"
