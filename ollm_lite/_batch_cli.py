@@ -102,8 +102,10 @@ def _hosts(args: argparse.Namespace) -> list[str]:
     return hosts
 
 
-def _member_builder(ctx: Any) -> Callable[[str], ProviderAdapter]:
-    """Builds the configured provider at another base URL (same kind, key, timeout)."""
+def _member_builder(ctx: Any, *, member: bool = True) -> Callable[[str], ProviderAdapter]:
+    """Builds the configured provider at another base URL (same kind, key, timeout); a
+    fleet ``member`` fails fast (no retries of its own: the fleet routes)."""
+    from ._connect import fleet_member
     from .config import load_config
     from .registry import default_registry
 
@@ -118,7 +120,8 @@ def _member_builder(ctx: Any) -> Callable[[str], ProviderAdapter]:
             "timeout": getattr(args, "timeout", None),
         }
         config = load_config(ctx.config_arg, overrides=overrides)
-        return default_registry(config).require(config.provider)
+        built = default_registry(config).require(config.provider)
+        return fleet_member(built) if member else built
 
     return build
 
@@ -130,8 +133,16 @@ def _provider(args: argparse.Namespace, ctx: Any) -> ProviderAdapter:
     per_host = args.per_host
     if len(hosts) > 1 or (hosts and per_host is not None):
         return fleet_from_hosts(_member_builder(ctx), hosts, per_host=per_host)
-    provider: ProviderAdapter = _member_builder(ctx)(hosts[0]) if hosts else ctx.provider()
-    return Fleet([provider], per_host=per_host) if per_host is not None else provider
+    if hosts:
+        return _member_builder(ctx, member=False)(hosts[0])
+    if per_host is not None:
+        from ._connect import fleet_member
+        from .registry import default_registry
+
+        built = default_registry(ctx.config).require(ctx.config.provider)
+        return Fleet([fleet_member(built)], per_host=per_host)
+    provider: ProviderAdapter = ctx.provider()
+    return provider
 
 
 def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:

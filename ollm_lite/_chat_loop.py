@@ -107,9 +107,10 @@ class ChatLoop:
         self.options = call.get("options") or client.options
         self.max_turns = _given(call.get("max_turns"), client.max_turns)
         # Our own event, set when the caller's is: leaving the loop early sets only ours.
-        self.cancel = LinkedEvent(call.get("cancel"))
         self.tool_mode = call.get("tool_mode", "auto")
         self.settings = call.get("settings") or CallSettings()
+        # It carries the call's deadline to every request made for the call (look-ups too).
+        self.cancel = LinkedEvent(call.get("cancel"), deadline=self.settings.deadline)
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
 
@@ -266,6 +267,11 @@ class ChatLoop:
         check = self.client._counter(adapter).check(request, cancel=self.cancel)
         if self.cancel.is_set():  # those calls fall back quietly when cancelled
             return "cancelled"
+        remaining = self.settings.remaining()
+        if remaining is not None and remaining <= 0:  # ... or when the deadline passed
+            late = _deadline_error(self.settings.timeout, model)
+            yield ErrorEvent(late.to_info(), exception=late)
+            return "failed"
         if check.exceeded:
             yield ErrorEvent(_too_long(check, model))
             return "token_limit"

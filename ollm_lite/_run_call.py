@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._chat_loop import ChatCall, ChatLoop
 from ._fold import EventFold, Folded, add_usage
+from ._linked_event import LinkedEvent
 from ._outcome import drain, failed, raise_for, reply_of
 from ._prepare import Call
 from ._reply import Reply
@@ -45,17 +46,18 @@ def call_events(
     deadline: float | None = None,
 ) -> Generator[ChatEvent, None, None]:
     """The chat runtime's events for ``call``; never raises (failures are events)."""
+    settings = call.settings
+    if deadline is None and settings.timeout is not None:
+        deadline = time.monotonic() + settings.timeout
     try:
-        model = client._model(call.model, cancel)  # may list the server's models
+        # may list the server's models: inside the call's deadline, like every request of it
+        model = client._model(call.model, LinkedEvent(cancel, deadline=deadline))
     except Cancelled:
         yield ChatFinishEvent("cancelled")
         return
     except OllmError as exc:
         yield from failed(exc)
         return
-    settings = call.settings
-    if deadline is None and settings.timeout is not None:
-        deadline = time.monotonic() + settings.timeout
     settings = replace(settings, response_format=response_format, deadline=deadline)
     keywords = call.loop | ChatCall(model=model, cancel=cancel, settings=settings)
     loop = ChatLoop(client._chat, call.history, turns, **keywords)

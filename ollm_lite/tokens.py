@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
+from ._linked_event import past_deadline
 from ._values import value
 from .errors import ConfigError
 from .providers.base import ProviderAdapter, approx_token_count, call_with_cancel
@@ -197,8 +198,8 @@ class TokenCounter:
             )
             return None
         value = length if _positive_int(length) else None
-        if cancel is not None and cancel.is_set():
-            return value  # perhaps cut short: not remembered
+        if cancel is not None and (cancel.is_set() or past_deadline(cancel)):
+            return value  # perhaps cut short (cancelled, or the call's deadline): not remembered
         with self._lock:
             self._cache[model] = value
         return value

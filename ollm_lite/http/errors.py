@@ -134,8 +134,9 @@ def error_for_status(
     ``ModelNotFound`` when ``not_found == "model"`` (or Google says ``NOT_FOUND``), else
     ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
     ``RequestTimeout``; anything else → ``HTTPStatusError``. ``details`` holds ``status``,
-    ``url``, the server's own ``server_message`` (masked, at most 1000 characters) and its
-    error ``type``/``code`` where it gave them.
+    ``url``, the server's own ``server_message`` (masked, at most 1000 characters), its
+    error ``type``/``code`` where it gave them, and ``retry_after`` (seconds) for any status
+    whose answer said when to come back (``Retry-After``, ``retry-after-ms``).
     """
     message, facts = _server_message(body, headers.get("content-type", ""), redact)
     # The structured facts come from the same body: a server echoing the request can put
@@ -148,6 +149,9 @@ def error_for_status(
     where = f"{provider} at {url}"
     server_says = f": {message}" if message else ""
     kw: dict[str, Any] = {"details": details, "provider": provider, "model": model}
+    retry_after = _retry_after(headers, facts)
+    if retry_after is not None:  # a 503's too: a fleet rests that server for as long
+        details["retry_after"] = retry_after
 
     if _is_auth_failure(status, facts):
         return AuthenticationError(
@@ -157,7 +161,7 @@ def error_for_status(
             **kw,
         )
     if status == 429 or google_status == "RESOURCE_EXHAUSTED":
-        retry_after = details["retry_after"] = _retry_after(headers, facts)
+        details["retry_after"] = retry_after
         return RateLimited(
             f"{where} is rate limiting requests (HTTP {status}){server_says}",
             status=status,

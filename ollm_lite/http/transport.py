@@ -37,7 +37,8 @@ import requests
 from requests.auth import HTTPBasicAuth
 
 from .. import __version__
-from ..errors import BadResponse
+from .._linked_event import deadline_of
+from ..errors import BadResponse, RequestTimeout
 from .cancel import Watchdog
 from .failures import Origin, cancelled
 from .policy import Retryable, RetryPolicy, Timeouts
@@ -166,6 +167,8 @@ class Transport:
         while True:
             if cancel is not None and cancel.is_set():
                 raise cancelled(self._origin, request.model)
+            if request.deadline is not None and time.monotonic() >= request.deadline:
+                raise self._late(request)  # nothing is sent past the deadline
             try:
                 return self._sender.send(self.session, request, self.retry)
             except Retryable as exc:
@@ -194,6 +197,16 @@ class Transport:
                     raise cancelled(self._origin, request.model) from None
                 attempt += 1
 
+    def _late(self, request: Request) -> RequestTimeout:
+        """``LLM_TIMEOUT`` for a request whose deadline passed before it could be sent."""
+        return RequestTimeout(
+            f"the deadline passed before {request.method} {self.redact(request.url)} "
+            f"could be sent to {self._origin.where}",
+            provider=self.provider,
+            model=request.model,
+            details={"deadline": request.timeouts.total},
+        )
+
     def _request(self, method: str, path: str, options: RequestOptions) -> Request:
         """The request ``open_stream`` sends, the same on every try (deadline fixed now).
 
@@ -203,13 +216,21 @@ class Transport:
         unknown = options.keys() - RequestOptions.__optional_keys__
         if unknown:
             raise TypeError(f"unexpected request option(s): {', '.join(sorted(unknown))}")
+        now = time.monotonic()
         total = options.get("timeout")
+        if total is None:
+            total = self.timeouts.total
+        # The deadline of the call this request is made for travels with its cancel event, so
+        # every request of a call (look-ups before the chat included) keeps to it.
+        call_deadline = deadline_of(options.get("cancel"))
+        if call_deadline is not None and (total is None or call_deadline < now + total):
+            total = max(call_deadline - now, 0.0)
         timeouts = (
             self.timeouts
-            if total is None
+            if total is self.timeouts.total
             else Timeouts(self.timeouts.connect, self.timeouts.idle, total)
         )
-        deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
+        deadline = None if timeouts.total is None else now + timeouts.total
         body, headers = _encode(options.get("json_body"), options.get("headers"), self.provider)
         return Request(
             method,

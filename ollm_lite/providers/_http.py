@@ -124,7 +124,7 @@ class HTTPProvider(BaseProvider):
             ConfigError: ``CONFIG_INVALID`` for bad ``retries`` or a bad URL.
         """
         check_retries(retries)
-        retry = RetryPolicy() if retries is None else RetryPolicy(retries=retries)
+        self._retry = RetryPolicy() if retries is None else RetryPolicy(retries=retries)
 
         def open_transport(timeouts: Timeouts) -> Transport:
             return Transport(
@@ -133,7 +133,7 @@ class HTTPProvider(BaseProvider):
                 headers=headers,
                 secrets=[secret] if secret else [],
                 timeouts=timeouts,
-                retry=retry,
+                retry=self._retry,
                 start_hint=start_hint,
                 model_hint=model_hint,
             )
@@ -146,6 +146,12 @@ class HTTPProvider(BaseProvider):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+    def _fail_fast(self) -> None:
+        """Retry nothing from now on: a fleet member, whose failures the fleet routes (see
+        :func:`ollm_lite._connect.fleet_member`; only for a provider the library built)."""
+        self._retry = RetryPolicy(retries=0)
+        self._transport.retry = self._retry
 
     @property
     def base_url(self) -> str:
