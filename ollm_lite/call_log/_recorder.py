@@ -171,6 +171,7 @@ class Recorder:
         self.options: dict[str, Any] = {}
         headers: dict[str, str] = {}
         self.deadline: float | None = None
+        self.from_call = call is not None
         if call is not None:
             settings = call.settings
             headers = dict(settings.headers)
@@ -201,6 +202,8 @@ class Recorder:
         if not self.turns:
             self.model = request.model
             self.messages = described["messages"]
+            if not self.from_call:  # the CLI's chat: what its first request carried
+                self.options = dict(described["options"])
         self.turns.append(record)
         if key is not None:
             found = lookup(self.logger.file, key, self._budget())
@@ -257,6 +260,11 @@ class Recorder:
             "think": request.think,
             "options": generation_dict(request.options),
         }
+
+    def wrap(self, adapter: ProviderAdapter) -> ProviderAdapter:
+        """``adapter`` with its model turns streamed through :meth:`turn` (for a chat run on
+        the lower-level runtime, as the CLI's ``chat`` is)."""
+        return _Recording(adapter, self)
 
     # ------------------------------------------------------------------ the end
 
@@ -361,6 +369,20 @@ class Recorder:
             )
         prompt = "\n".join(_texts(messages))
         return row, turns, (prompt, text)
+
+
+class _Recording:
+    """A provider whose ``chat_stream`` goes through a recorder; the rest is the provider's."""
+
+    def __init__(self, inner: ProviderAdapter, recorder: Recorder) -> None:
+        self._inner = inner
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        return self._recorder.turn(self._inner, request)
 
 
 class _Masker:
