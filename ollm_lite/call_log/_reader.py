@@ -194,7 +194,10 @@ class CallLog:
                 pattern = (
                     "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
                 )
-                where.append("(messages LIKE ? ESCAPE '\\' OR text LIKE ? ESCAPE '\\')")
+                where.append(
+                    "rowid IN (SELECT rowid FROM calls_fts "
+                    "WHERE prompt LIKE ? ESCAPE '\\' OR answer LIKE ? ESCAPE '\\')"
+                )
                 params.extend([pattern, pattern])
         if limit is not None and (
             isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
@@ -301,12 +304,11 @@ class CallLog:
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                if self._fts:
-                    db.execute(
-                        "DELETE FROM calls_fts WHERE rowid IN "
-                        "(SELECT rowid FROM calls WHERE started_ts < ?)",
-                        (cutoff,),
-                    )
+                db.execute(
+                    "DELETE FROM calls_fts WHERE rowid IN "
+                    "(SELECT rowid FROM calls WHERE started_ts < ?)",
+                    (cutoff,),
+                )
                 db.execute(
                     "DELETE FROM turns WHERE call_id IN "
                     "(SELECT id FROM calls WHERE started_ts < ?)",

@@ -13,7 +13,6 @@ the last commits, never the file).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sqlite3
 from collections.abc import Callable
@@ -86,8 +85,10 @@ def _version_1(db: sqlite3.Connection) -> None:
     try:  # full-text search where the SQLite build has FTS5 (else LIKE)
         db.execute("CREATE VIRTUAL TABLE calls_fts USING fts5(prompt, answer, tokenize='trigram')")
     except sqlite3.OperationalError:
-        with contextlib.suppress(sqlite3.OperationalError):  # no FTS5: LIKE it is
+        try:
             db.execute("CREATE VIRTUAL TABLE calls_fts USING fts5(prompt, answer)")
+        except sqlite3.OperationalError:  # no FTS5: the same columns, searched with LIKE
+            db.execute("CREATE TABLE calls_fts (prompt TEXT, answer TEXT)")
 
 
 #: Migration ``n`` brings a file from version ``n`` to ``n + 1``; never edit a released one.
@@ -177,8 +178,9 @@ def check_version(db: sqlite3.Connection) -> int:
 
 
 def has_fts(db: sqlite3.Connection) -> bool:
-    """Whether the file has the full-text index (FTS5 was there when it was created)."""
+    """Whether ``calls_fts`` is an FTS5 index (FTS5 was there when the file was created);
+    else it is a plain table of the same columns, searched with ``LIKE``."""
     row = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'calls_fts'"
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'calls_fts'"
     ).fetchone()
-    return row is not None
+    return row is not None and "fts5" in str(row[0]).lower()

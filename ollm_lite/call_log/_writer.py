@@ -73,7 +73,6 @@ class LogFile:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._warned = False
-        self._fts: bool | None = None
 
     def connection(self, budget: float) -> sqlite3.Connection:
         """This thread's connection, opened (and the schema brought up to date) if needed."""
@@ -89,10 +88,6 @@ class LogFile:
             self._local.db = db
         else:
             db.execute(f"PRAGMA busy_timeout = {max(0, int(budget * 1000))}")
-        if self._fts is None:
-            from ._schema import has_fts
-
-            self._fts = has_fts(db)
         return db
 
     def write(
@@ -110,11 +105,10 @@ class LogFile:
             try:
                 cursor = db.execute(_INSERT_CALL, [row[c] for c in _CALL_COLUMNS])
                 db.executemany(_INSERT_TURN, turns)
-                if self._fts:
-                    db.execute(
-                        "INSERT INTO calls_fts (rowid, prompt, answer) VALUES (?, ?, ?)",
-                        (cursor.lastrowid, *search),
-                    )
+                db.execute(
+                    "INSERT INTO calls_fts (rowid, prompt, answer) VALUES (?, ?, ?)",
+                    (cursor.lastrowid, *search),
+                )
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:

@@ -13,9 +13,7 @@ from ollm_lite.client import Client
 from ollm_lite.providers.scripted import TurnLike
 
 
-def logging_client(
-    path: Path, *turns: TurnLike, **options: Any
-) -> tuple[Client, ScriptedProvider]:
+def logging_client(path: Path, *turns: TurnLike, **options: Any) -> tuple[Client, ScriptedProvider]:
     """A client for model ``m`` on a scripted provider, logging into ``path``."""
     provider = ScriptedProvider(list(turns))
     options.setdefault("log", str(path))
