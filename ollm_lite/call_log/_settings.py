@@ -117,3 +117,27 @@ def log_issues(table: Any) -> list[tuple[str, str]]:
         elif key == "path" and (not isinstance(value, str) or not value):
             issues.append(("log.path", f"must be a non-empty string, not {value!r}"))
     return issues
+
+
+def shown(
+    config: Any, env: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The call log's effective settings for ``config show``: values and where each came from."""
+    env = os.environ if env is None else env
+    table = _table(config)
+    origins = getattr(config, "origins", {}) or {}
+    setting = env_setting(env)
+    if setting is not None:
+        enabled, enabled_from = setting is not False, f"env {ENV_VAR}"
+    elif "enabled" in table:
+        enabled, enabled_from = table["enabled"] is True, origins.get("log.enabled", "file")
+    else:
+        enabled, enabled_from = False, "default"
+    path = log_path(None, config, env)
+    if isinstance(setting, str):
+        path_from = f"env {ENV_VAR}"
+    elif isinstance(table.get("path"), str) and table.get("path"):
+        path_from = origins.get("log.path", "file")
+    else:
+        path_from = "default"
+    return {"enabled": enabled, "path": str(path)}, {"enabled": enabled_from, "path": path_from}

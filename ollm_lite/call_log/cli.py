@@ -93,7 +93,7 @@ def add_logs_parser(
 def _list_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", type=_count, default=20, metavar="N", help="how many (20)")
     parser.add_argument("--since", type=duration, metavar="D", help="only the last D")
-    parser.add_argument("--model", dest="log_model", metavar="M", help="only this model")
+    # --model M (only this model's calls) is the global flag of the same name
     parser.add_argument("--search", metavar="TEXT", help="prompt or answer contains TEXT")
     parser.add_argument("--errors", action="store_true", help="only failed calls")
     parser.add_argument("--json", action="store_true", help="one JSON array")
@@ -112,7 +112,9 @@ def _open(ctx: Context) -> CallLog:
 def _nothing_yet(ctx: Context) -> bool:
     if _path(ctx).exists():
         return False
-    ctx.say(f"nothing is logged yet ({_path(ctx)} does not exist); turn it on: ollm-lite logs on")
+    ctx.out.write(
+        f"nothing is logged yet ({_path(ctx)} does not exist); turn it on: ollm-lite logs on\n"
+    )
     return True
 
 
@@ -133,7 +135,7 @@ def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     with _open(ctx) as log:
         calls = log.calls(
             since=args.since,
-            model=args.log_model,
+            model=getattr(args, "model", None),
             search=args.search,
             errors=args.errors,
             limit=args.n,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +41,39 @@ def file_bytes(path: Path) -> bytes:
         if name.exists():
             data += name.read_bytes()
     return data
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cli(
+    home: Path, log: Path | None, *args: str, input: str = "", **extra: str
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ollm_lite ARGS`` with a clean environment: ``HOME`` and the config and data
+    folders under ``home``, ``OLLM_LOG`` set to ``log`` when given."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("OLLM_", "OLLAMA_", "VLLM_", "OPENAI_COMPATIBLE_", "GEMINI_", "XDG_"))
+    }
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / "config"),
+        XDG_DATA_HOME=str(home / "data"),
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p),
+        NO_PROXY="127.0.0.1,localhost",
+        no_proxy="127.0.0.1,localhost",
+    )
+    if log is not None:
+        env["OLLM_LOG"] = str(log)
+    env.update(extra)
+    return subprocess.run(
+        [sys.executable, "-m", "ollm_lite", *args],
+        cwd=ROOT,
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=60,
+    )

@@ -61,7 +61,7 @@ def test_processes_times_threads_lose_no_row(tmp_path: Path) -> None:
         for n in range(processes)
     ]
     for child in children:
-        out, err = child.communicate(timeout=120)
+        _out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
         assert "cannot be written" not in err, err
     assert count_rows(path) == processes * threads * calls
