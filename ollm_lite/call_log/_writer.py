@@ -114,7 +114,7 @@ class LogFile:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 raise
-        except (sqlite3.Error, OSError, NewerSchema) as exc:
+        except Exception as exc:  # sqlite3.Error, OSError, NewerSchema … never the caller's
             self._drop()
             self._warn(exc)
             return False
