@@ -302,6 +302,7 @@ class CallLog:
             self._db = self._open()
         db = self._db
         try:
+            db.execute("PRAGMA secure_delete = ON")  # the removed text is overwritten
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute(

@@ -11,6 +11,7 @@ Nothing is written on the stream's path.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -18,7 +19,6 @@ import sys
 import threading
 import time
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,9 +49,23 @@ if TYPE_CHECKING:
 
 __all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
 
-_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+_USERINFO = re.compile(r'(?<=://)[^/@\s"\\]+@')
 #: Turn endings a cache may answer from (not an error, not a cancel).
 _GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
+
+
+_GENERATION_FIELDS = (
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "top_k",
+    "repeat_penalty",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "extra_body",
+)
 
 
 def new_id(now_ns: int | None = None) -> str:
@@ -95,8 +109,8 @@ def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
     out)."""
     if options is None:
         return {}
-    data = asdict(options)
-    return {k: v for k, v in data.items() if v is not None and v != {}}
+    found = {name: getattr(options, name, None) for name in _GENERATION_FIELDS}
+    return {k: v for k, v in found.items() if v is not None and v != {}}
 
 
 class CallLogger:
@@ -119,6 +133,7 @@ class CallLogger:
         self.host = host_of(_base_url(provider))
         self.hosts = sorted((self.host or "").split(", "))
         self._secrets = [*provider_secrets(provider), *secrets]
+        self._masker = Masker(self._secrets)
 
     def __repr__(self) -> str:
         return f"CallLogger(path={str(self.path)!r}, cache={self.cache})"
@@ -135,9 +150,11 @@ class CallLogger:
         """Start recording one call."""
         return Recorder(self, source, call, session_id=session_id, custom_id=custom_id, model=model)
 
-    def redactor(self, extra: Sequence[str] = ()) -> Redactor:
-        """The redactor of this connection's secrets and ``extra`` (a call's header values)."""
-        return Redactor([*self._secrets, *extra])
+    def masker(self, extra: Sequence[str] = ()) -> Masker:
+        """The masker of this connection's secrets and ``extra`` (a call's header values)."""
+        if not extra:
+            return self._masker
+        return Masker([*self._secrets, *extra])
 
 
 def _base_url(provider: Any) -> str | None:
@@ -182,7 +199,7 @@ class Recorder:
             self.options = _options(call)
             if settings.timeout is not None:
                 self.deadline = self.started + settings.timeout
-        self.redact = logger.redactor([v for v in headers.values() if isinstance(v, str)])
+        self.mask = logger.masker([v for v in headers.values() if isinstance(v, str)])
         self._lock = threading.Lock()
         self.done = False
 
@@ -311,15 +328,14 @@ class Recorder:
         return min(MAX_BUSY, self.deadline - time.monotonic())
 
     def _row(self, reply: Reply) -> tuple[dict[str, Any], list[tuple[Any, ...]], tuple[str, str]]:
-        clean = _Masker(self.redact)
+        text_of, json_of = self.mask.text, self.mask.json
         ended = time.monotonic()
         started = datetime.fromtimestamp(self.started_ns / 1e9, UTC)
         call_id = new_id(self.started_ns)
         error = reply.error
         cached = bool(self.turns) and all(t["cached"] for t in self.turns)
         usage = reply.usage
-        messages = clean(self.messages)
-        text = clean(reply.text or "")
+        text = text_of(reply.text or "")
         row: dict[str, Any] = {
             "id": call_id,
             "started": started.isoformat(),
@@ -332,15 +348,15 @@ class Recorder:
             "provider": self.logger.provider_name,
             "host": self.logger.host,
             "model": self.model,
-            "messages": dumps(messages),
-            "options": dumps(clean(self.options)),
+            "messages": json_of(self.messages),
+            "options": json_of(self.options),
             "text": text,
-            "thinking": clean(reply.thinking),
-            "tool_calls": dumps(clean([tool_call_dict(c) for c in reply.tool_calls])),
-            "tool_results": dumps(clean([result_to_dict(r) for r in reply.tool_results])),
+            "thinking": text_of(reply.thinking) if reply.thinking else reply.thinking,
+            "tool_calls": json_of([tool_call_dict(c) for c in reply.tool_calls]),
+            "tool_results": json_of([result_to_dict(r) for r in reply.tool_results]),
             "finish": reply.finish,
             "error_code": getattr(error, "code", None) if error is not None else None,
-            "error_message": clean(getattr(error, "message", str(error)))
+            "error_message": text_of(str(getattr(error, "message", error)))
             if error is not None
             else None,
             "usage": dumps(usage_dict(usage)) if usage is not None else None,
@@ -348,26 +364,27 @@ class Recorder:
             "completion_tokens": usage.completion_tokens if usage is not None else None,
             "cached": int(cached),
             "session_id": self.session_id,
-            "custom_id": clean(self.custom_id),
+            "custom_id": text_of(self.custom_id) if self.custom_id else self.custom_id,
         }
         turns = []
         for number, turn in enumerate(self.turns, 1):
             answer = turn["answer"]
             ok = answer.get("finish") in _GOOD_FINISH and "error" not in answer
+            key = (
+                turn["key"] if turn["key"] is not None else cache_key(self.logger, turn["request"])
+            )
             turns.append(
                 (
                     call_id,
                     number,
-                    dumps(clean(turn["request"])),
-                    dumps(clean(answer)),
-                    turn["key"]
-                    if turn["key"] is not None
-                    else cache_key(self.logger, turn["request"]),
+                    json_of(turn["request"]),
+                    json_of(answer),
+                    key,
                     int(ok and not turn["cached"]),
                     int(turn["cached"]),
                 )
             )
-        prompt = "\n".join(_texts(messages))
+        prompt = text_of("\n".join(_texts(self.messages)))
         return row, turns, (prompt, text)
 
 
@@ -385,20 +402,24 @@ class _Recording:
         return self._recorder.turn(self._inner, request)
 
 
-class _Masker:
-    """Every string inside a value with the secrets and URL user-info masked."""
+class Masker:
+    """Masks the secrets and URL user-info in text and in JSON text, with the library's one
+    redactor (a secret is also masked in its JSON-escaped form)."""
 
-    def __init__(self, redact: Redactor) -> None:
-        self.redact = redact
+    def __init__(self, secrets: Sequence[str]) -> None:
+        escaped = [json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets]
+        self.redact = Redactor([*secrets, *escaped])
 
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, str):
-            return self.redact(_USERINFO.sub("***@", value)) if value else value
-        if isinstance(value, dict):
-            return {self(k): self(v) for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return [self(v) for v in value]
-        return value
+    def text(self, value: str) -> str:
+        """``value`` masked."""
+        if "@" in value:
+            value = _USERINFO.sub("***@", value)
+        return self.redact(value)
+
+    def json(self, value: Any) -> str:
+        """``value`` as compact JSON text, masked (a quote never starts or ends a match, so
+        the JSON stays valid)."""
+        return self.text(dumps(value))
 
 
 def _with_system(system: str | None, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

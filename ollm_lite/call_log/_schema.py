@@ -127,7 +127,6 @@ def open_connection(
             if mode is None or str(mode[0]).lower() != "wal":
                 raise sqlite3.OperationalError(f"cannot use WAL mode ({mode})")
             db.execute("PRAGMA synchronous = NORMAL")
-            db.execute("PRAGMA secure_delete = ON")  # pruned text is overwritten, not kept
         db.execute("PRAGMA foreign_keys = ON")
     except BaseException:
         db.close()

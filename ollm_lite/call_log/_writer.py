@@ -86,8 +86,9 @@ class LogFile:
                 db.close()
                 raise
             self._local.db = db
-        else:
+        elif getattr(self._local, "budget", None) != budget:
             db.execute(f"PRAGMA busy_timeout = {max(0, int(budget * 1000))}")
+        self._local.budget = budget
         return db
 
     def write(
