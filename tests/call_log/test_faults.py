@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from log_support import count_rows, logged, logging_client
 
-from ollm_lite.call_log._writer import _files
+from ollm_lite.call_log._writer import _files, log_file
 
 LOGGER = "ollm_lite.call_log"
 
@@ -123,3 +123,19 @@ def test_a_locked_log_never_takes_a_call_past_its_deadline(
     assert len(_warnings(caplog)) == 1
     assert llm.ask("y") == "three"
     assert count_rows(path) == 2
+
+
+def test_a_full_disk_costs_a_warning_not_the_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "logs.db"
+    llm, _ = logging_client(path, "one", "x" * 200_000, "three")
+    llm.ask("make it")
+    db = log_file(path).connection(5.0)  # this thread's connection, the one the next call uses
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    db.execute(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL on the next page
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert llm.ask("a long answer") == "x" * 200_000
+    assert len(_warnings(caplog)) == 1 and "full" in _warnings(caplog)[0]
+    assert llm.ask("again") == "three"  # a fresh connection: logged again
+    assert [c.text for c in logged(path)] == ["one", "three"]
