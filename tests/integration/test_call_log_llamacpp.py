@@ -23,10 +23,10 @@ def _script(llm: ollm_lite.Client) -> list[str]:
 
 
 def test_a_real_run_is_logged_searched_and_replayed_offline(
-    llamacpp_native_server: llamacpp.ServerInfo, tmp_path: Path
+    llamacpp_py_server: llamacpp.ServerInfo, tmp_path: Path
 ) -> None:
     path = tmp_path / "logs.db"
-    server = llamacpp_native_server
+    server = llamacpp_py_server
     with ollm_lite.connect(
         "llamacpp", host=server.base_url, model=server.model, log=str(path), temperature=0
     ) as llm:
@@ -36,11 +36,10 @@ def test_a_real_run_is_logged_searched_and_replayed_offline(
         calls = log.calls()
         assert [c.source for c in calls] == ["stream", "ask"]
         assert all(c.host == f"http://127.0.0.1:{server.port}" for c in calls)
-        assert all(c.usage is not None and c.usage.completion_tokens for c in calls)
         assert all(c.first_token_seconds is not None for c in calls)
         assert [c.text for c in log.calls(search="capital of France")] == [answers[0]]
         [stats] = log.stats()
-        assert stats.calls == 2 and stats.completion_tokens > 0
+        assert stats.calls == 2 and stats.errors == 0
 
     offline = ollm_lite.connect(ScriptedProvider.from_log(calls), model=server.model)
     assert _script(offline) == answers
