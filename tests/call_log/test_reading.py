@@ -185,3 +185,15 @@ def test_logged_helper_reads_oldest_first(tmp_path: Path) -> None:
     path = tmp_path / "logs.db"
     _fill(path)
     assert logged(path)[0].text == "Rayleigh scattering"
+
+
+def test_a_damaged_log_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "logs.db"
+    _fill(path)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    data[4096:] = b"\xff" * (len(data) - 4096)  # every page after the first is garbage
+    path.write_bytes(bytes(data))
+    with pytest.raises(ConfigError), open_log(path) as log:
+        log.calls()
