@@ -197,3 +197,36 @@ def test_a_damaged_log_is_a_config_error(tmp_path: Path) -> None:
     path.write_bytes(bytes(data))
     with pytest.raises(ConfigError), open_log(path) as log:
         log.calls()
+
+
+class _NoFts5:
+    """A connection as a SQLite build without FTS5 behaves for the migration."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.db.in_transaction
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if "fts5" in sql:
+            raise sqlite3.OperationalError("no such module: fts5")
+        return self.db.execute(sql, *args)
+
+
+def test_without_fts5_search_falls_back_to_like(tmp_path: Path) -> None:
+    from ollm_lite.call_log._schema import has_fts, migrate
+
+    path = tmp_path / "logs.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    migrate(_NoFts5(db))  # type: ignore[arg-type]
+    assert not has_fts(db)
+    db.close()
+    _fill(path)
+    with open_log(path) as log:
+        assert [c.text for c in log.calls(search="France")] == ["Paris"]
+        assert [c.text for c in log.calls(search="scatter")] == ["Rayleigh scattering"]
+        assert log.prune(older_than=0) == 3
+        assert log.calls(search="France") == []
+    assert count_rows(path, "calls_fts") == 0
