@@ -149,9 +149,10 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     from .batch import BatchFileError, run_with_provider
     from .batch._progress import BatchProgressPrinter
     from .batch._runner import Stops
+    from .call_log._batch import cli_batch_provider
 
     ctx.check_config()
-    provider = _provider(args, ctx)
+    provider = cli_batch_provider(_provider(args, ctx), ctx.config, args.input)  # the call log
     note = getattr(provider, "health_note", None)
     printer = BatchProgressPrinter(ctx.err, hosts=note if callable(note) else None)
     stops = Stops()

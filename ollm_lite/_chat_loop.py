@@ -288,7 +288,10 @@ class ChatLoop:
     ) -> Generator[ChatEvent, None, Ending | None]:
         """Stream one response into ``turn`` (``None`` when it finished, else how it ended);
         its usage joins the chat's."""
-        stream = adapter.chat_stream(request)
+        recorder = self.settings.recorder  # the call log notes (or answers) the turn
+        stream = (
+            adapter.chat_stream(request) if recorder is None else recorder.turn(adapter, request)
+        )
         try:
             return (yield from read_turn(stream, turn, forward=forward, cancel=self.cancel))
         finally:

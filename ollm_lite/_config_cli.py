@@ -15,6 +15,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ._cli_common import EXIT_ERROR, EXIT_OK, Context, emit_json, missing, plain, table
+from .call_log._settings import shown as shown_log
 from .config import PROVIDERS, Config, canonical_provider, config_path, redacted, validate_config
 from .errors import OllmError
 
@@ -131,7 +132,8 @@ def _one_line(text: str, limit: int = 160) -> str:
 
 def _cmd_config_show(args: argparse.Namespace, ctx: Context) -> int:
     config = ctx.config
-    data = redacted(config)
+    log, log_origins = shown_log(config)  # the call log's effective settings
+    data = {**redacted(config), "log": log}
     if args.json:
         emit_json(ctx.out, {"source": config.source, **data})
         return EXIT_OK
@@ -155,6 +157,8 @@ def _cmd_config_show(args: argparse.Namespace, ctx: Context) -> int:
         lines += [
             line(_toml_key(k), v, f"context_limits.{k}") for k, v in data["context_limits"].items()
         ]
+    lines += ["", "[log]"]
+    lines += [f"{k} = {_toml_value(v)}  # {log_origins[k]}" for k, v in log.items()]
     ctx.out.write("\n".join(lines) + "\n")
     for issue in validate_config(config):
         ctx.say(f"warning: {issue}")

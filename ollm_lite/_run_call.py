@@ -24,6 +24,7 @@ from ._outcome import drain, failed, raise_for, reply_of
 from ._prepare import Call
 from ._reply import Reply
 from ._typed import AnswerSpec, correction_prompt, parse_answer
+from .call_log._hooks import finish, watch
 from .errors import BadResponse, Cancelled, OllmError
 from .types import ChatEvent, ChatFinishEvent, Message, TextEvent
 
@@ -73,7 +74,7 @@ def call_events(
 def call_pieces(client: Client, call: Call, cancel: threading.Event | None) -> Iterator[str]:
     """The answer's text pieces; ends quietly when cancelled, raises the typed error after."""
     fold = EventFold()
-    events = call_events(client, call, cancel, [])
+    events = watch(call, call_events(client, call, cancel, []))
     try:
         for event in events:
             fold.add(event)
@@ -91,6 +92,14 @@ def call_reply(
     client: Client, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
 ) -> tuple[Reply, Folded]:
     """Drive the call to its end; never raises for the chat's own outcome."""
+    reply, folded = _drive(client, call, cancel, spec)
+    finish(call, reply)  # the call log, when the call is logged
+    return reply, folded
+
+
+def _drive(
+    client: Client, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
+) -> tuple[Reply, Folded]:
     timeout = call.settings.timeout
     deadline = None if timeout is None else time.monotonic() + timeout
     schema = spec.schema if spec is not None else None

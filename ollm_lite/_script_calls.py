@@ -25,6 +25,7 @@ from ._prepare import Call, CallInputs
 from ._reply import Reply
 from ._run_call import call_events, call_pieces, call_reply
 from ._typed import answer_spec
+from .call_log._hooks import logged, watch
 from .chat import ToolMode
 from .errors import OllmError
 from .types import ChatEvent, Message
@@ -80,6 +81,10 @@ class ScriptCalls(ABC):
     def _runner(self) -> Client:
         """The client whose connection, model and retries run the call."""
 
+    def _logged(self, call: Call, source: str) -> Call:
+        """``call`` recorded in the client's call log, if it keeps one."""
+        return logged(self._runner(), call, source, getattr(self, "session_id", None))
+
     def ask(
         self,
         prompt: str | Message | Sequence[Message | Mapping[str, Any]],
@@ -122,7 +127,7 @@ class ScriptCalls(ABC):
                 the corrective retry.
         """
         check_names(options, "ask")
-        call = self._begin(CallInputs(prompt, system, model, images, options))
+        call = self._logged(self._begin(CallInputs(prompt, system, model, images, options)), "ask")
         spec = answer_spec(schema) if schema is not None else None
         reply, folded = call_reply(self._runner(), call, cancel, spec)
         raise_for(reply, folded, token_limit=True)
@@ -154,7 +159,7 @@ class ScriptCalls(ABC):
         """
         check_names(options, "stream")
         call = self._begin(CallInputs(prompt, system, model, images, options))
-        return call_pieces(self._runner(), call, cancel)
+        return call_pieces(self._runner(), self._logged(call, "stream"), cancel)
 
     def run(
         self,
@@ -192,7 +197,9 @@ class ScriptCalls(ABC):
         """
         check_names(options, "run")
         inputs = CallInputs(prompt, system, model, images, options, tools, max_turns, tool_mode)
-        reply, folded = call_reply(self._runner(), self._begin(inputs), cancel, None)
+        reply, folded = call_reply(
+            self._runner(), self._logged(self._begin(inputs), "run"), cancel, None
+        )
         raise_for(reply, folded, token_limit=False)
         return reply
 
@@ -220,4 +227,5 @@ class ScriptCalls(ABC):
             call = self._begin(CallInputs(prompt, options=options, **inputs))
         except OllmError as exc:
             return failed(exc)
-        return call_events(self._runner(), call, cancel, [])
+        call = self._logged(call, "events")
+        return watch(call, call_events(self._runner(), call, cancel, []))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +41,8 @@ class Session(ScriptCalls):
         system: The system prompt of every call (a call's own ``system=`` wins).
         tools: The tools every ``run``/``events`` call offers (a call's own ``tools=`` wins).
         messages: History to start from (copied).
+        session_id: The id linking this conversation's calls in the call log (default: a
+            new one).
 
     Its :meth:`ask`, :meth:`stream`, :meth:`run` and :meth:`events` are the client's
     (:class:`~ollm_lite._script_calls.ScriptCalls`), continuing this conversation.
@@ -52,6 +55,7 @@ class Session(ScriptCalls):
         system: str | None = None,
         tools: Any = None,
         messages: Iterable[Message] = (),
+        session_id: str | None = None,
     ) -> None:
         if system is not None and not isinstance(system, str):
             raise ConfigError(f"system must be a str, not {type(system).__name__}")
@@ -59,6 +63,8 @@ class Session(ScriptCalls):
         self.system = system
         self.tools = tools
         self._history: list[Message] = [replace(m, parts=list(m.parts)) for m in messages]
+        #: Links this conversation's calls in the call log; kept by ``save``/``load_session``.
+        self.session_id = session_id or uuid.uuid4().hex
 
     def __repr__(self) -> str:
         return f"Session(messages={len(self._history)}, system={self.system is not None})"
@@ -91,6 +97,7 @@ class Session(ScriptCalls):
             "version": 1,
             "system": self.system,
             "messages": [message_to_dict(m) for m in self._history],
+            "session_id": self.session_id,
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -114,6 +121,9 @@ def load(path: str | os.PathLike[str], client: Client) -> Session:
         system = data.get("system", data.get("system_prompt"))
         if system is not None and not isinstance(system, str):
             raise TypeError("system is not a string")
+        session_id = data.get("session_id")  # files saved before it existed have none
+        if session_id is not None and not isinstance(session_id, str):
+            raise TypeError("session_id is not a string")
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"cannot load a session from {path}: {exc}") from exc
-    return Session(client, system=system, messages=messages)
+    return Session(client, system=system, messages=messages, session_id=session_id)

@@ -56,6 +56,7 @@ from ._cli_common import (
 )
 from ._config_cli import add_config_parser, add_health_parser
 from ._models_cli import add_models_parser
+from .call_log.cli import add_logs_parser
 from .errors import Cancelled, OllmError
 
 __all__ = ["build_parser", "main"]
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_health_parser(commands, flags)
     add_config_parser(commands, flags)
     _mcp_cli.add_mcp_parser(commands, flags, missing, _cmd_mcp_list)
+    add_logs_parser(commands, flags)
     batch = add_batch_commands(commands, flags, global_flags, url_text)
     batch.set_defaults(handler=missing(batch), usage_parser=batch)
     return parser

@@ -72,6 +72,7 @@ from ._config_model import (
 )
 from ._config_vars import expand_tree, expand_vars
 from ._mcp_config import McpServerConfig, mcp_issues, parse_mcp_table
+from .call_log._settings import log_issues
 from .errors import ConfigError
 
 __all__ = [
@@ -143,7 +144,7 @@ def env_names(path: str) -> list[str]:
     return [var for var, target in ENV_VARS.items() if target == path]
 
 
-_TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp")
+_TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp", "log")
 #: Override keys that apply to the selected provider's section (``--host``, ``--api-key``).
 _SHORTHAND_KEYS = _SECTION_KEYS
 
@@ -181,6 +182,7 @@ class _Layer:
         self.sections: dict[str, dict[str, Any]] = {}
         self.context_limits: dict[str, Any] = {}
         self.mcp_servers: dict[str, McpServerConfig] = {}
+        self.log: dict[str, Any] = {}
         self.shorthand: dict[str, Any] = {}
         self.origins: dict[str, str] = {}
         self.issues: list[ConfigIssue] = []
@@ -227,6 +229,12 @@ def _file_layer(data: Mapping[str, Any], origin: str) -> _Layer:
             layer.issues.extend(ConfigIssue(path, message) for path, message in problems)
             for name in servers:
                 layer.origins[f"mcp.servers.{name}"] = origin
+        elif key == "log":  # the call log's table (its values checked by validate_config)
+            if not isinstance(value, dict):
+                layer.issues.append(type_issue("log", "a table", value))
+                continue
+            layer.log = dict(value)
+            layer.origins.update({f"log.{k}": origin for k in value})
         else:
             layer.issues.append(unknown_key(key, key, _TOP_KEYS))
     return layer
@@ -309,6 +317,7 @@ def _merge(layers: list[_Layer]) -> Config:
             sections.setdefault(name, {}).update(values)
         config.context_limits.update(layer.context_limits)
         config.mcp_servers.update(layer.mcp_servers)
+        config.log.update(layer.log)
         config.origins.update(layer.origins)
         config.issues.extend(layer.issues)
     # --host / --api-key apply to whichever provider is selected once every layer is merged.
@@ -421,6 +430,7 @@ def validate_config(config: Config) -> list[ConfigIssue]:
         *check_context_limits(config.context_limits),
         *_check_gemini_key(config),
     ]
+    issues.extend(ConfigIssue(path, message) for path, message in log_issues(config.log))
     servers: Any = config.mcp_servers
     if isinstance(servers, dict):
         issues.extend(ConfigIssue(path, message) for path, message in mcp_issues(servers))

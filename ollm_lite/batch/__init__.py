@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .._linked_event import LinkedEvent
+from ..call_log._batch import batch_provider
 from ._format import BatchFileError
 from ._make import make_input
 from ._progress import BatchProgressPrinter
@@ -84,7 +85,7 @@ def run_batch(
     """
     with _connected(client) as connected:
         return run_with_provider(
-            connected.provider,
+            batch_provider(connected, input_path),  # each line in the call log, if it logs
             str(input_path),
             str(output_path),
             model=connected.model,

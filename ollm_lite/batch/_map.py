@@ -21,6 +21,7 @@ from .._prepare import CallInputs
 from .._reply import Reply
 from .._run_call import call_reply
 from .._typed import answer_spec
+from ..call_log._hooks import logged
 from ..errors import OllmError
 from ._runner import concurrency_for
 
@@ -57,7 +58,8 @@ def _one(
     try:
         inputs = CallInputs(prompt, asks["system"], asks["model"], asks["images"], options)
         # stop follows the caller's cancel
-        reply, folded = call_reply(client, client._begin(inputs), stop, spec)
+        call = logged(client, client._begin(inputs), "map")
+        reply, folded = call_reply(client, call, stop, spec)
         raise_for(reply, folded, token_limit=True)
         return reply
     except OllmError as exc:

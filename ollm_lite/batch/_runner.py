@@ -21,9 +21,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from ..call_log._batch import chat_line
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ._format import BatchFileError, error_line, parse_input, raise_problems, success_line
@@ -129,7 +130,7 @@ def _execute(provider: ProviderAdapter, job: Job, cancel: threading.Event) -> di
     """One request → its output record; ``None`` when it was cancelled (not to be written)."""
     try:
         if isinstance(job, ChatJob):
-            result = provider.chat(replace(job.request, cancel=cancel))
+            result = chat_line(provider, job.request, job.custom_id, cancel)  # maybe logged
             return success_line(job.custom_id, chat_completion(result, job.request.model))
         vectors = call_with_cancel(provider, "embed", job.texts, job.model, cancel=cancel)
         return success_line(job.custom_id, embeddings_list(vectors, job.model))
