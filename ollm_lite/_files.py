@@ -14,7 +14,8 @@ a file the library can use or a ``ConfigError`` (``CONFIG_INVALID``) at once:
 
 A write goes to a new temporary file beside the target, created with ``O_EXCL`` (never an
 existing file, FIFO or link), and replaces the target in one step: a crash never leaves half a
-file, and a reader never sees one.
+file, and a reader never sees one. A target that exists and is no regular file (a directory,
+a FIFO, a device) is refused rather than replaced.
 """
 
 from __future__ import annotations
@@ -106,13 +107,12 @@ def read_file(path: object, limit: int, what: str, *, missing_ok: bool = False) 
         raise refused("it does not exist") from None
     except OSError as exc:
         raise refused(_os_reason(exc)) from exc
-    except (TypeError, ValueError) as exc:  # another type, or a NUL byte in the path
-        raise refused(_path_reason(path)) from exc
+    except (TypeError, ValueError) as exc:  # another type, a NUL byte, a lone surrogate
+        raise refused(_path_reason(path, exc)) from exc
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "no regular file")
-            raise refused(f"it is {kind}; give a regular file")
+            raise refused(f"it is {_kind(mode)}; give a regular file")
         data = _read_at_most(fd, limit + 1)
     except OSError as exc:
         raise refused(_os_reason(exc)) from exc
@@ -150,13 +150,23 @@ def write_file(path: Any, data: bytes, what: str) -> None:
         if "\0" in target:
             raise ValueError("embedded null byte")
     except (TypeError, ValueError) as exc:
-        raise refused(_path_reason(path)) from exc
+        raise refused(_path_reason(path, exc)) from exc
+    try:  # a FIFO, device or directory is not replaced by a file: it is refused
+        mode = os.stat(target).st_mode
+    except (OSError, ValueError):
+        mode = None  # nothing there yet, or a path the steps below report
+    if mode is not None and not stat.S_ISREG(mode):
+        raise refused(f"it is {_kind(mode)}; give a regular file")
     folder, name = os.path.split(target)
-    temporary = os.path.join(folder, f".{name}.{secrets.token_hex(6)}.tmp")
+    if not name:
+        raise refused("it names no file")
+    temporary = os.path.join(folder, f".{name[:100]}.{secrets.token_hex(6)}.tmp")
     try:
         fd = os.open(temporary, _CREATE_FLAGS, 0o666)
     except OSError as exc:
         raise refused(_os_reason(exc)) from exc
+    except ValueError as exc:  # a name the file system's encoding cannot hold
+        raise refused(_path_reason(path, exc)) from exc
     try:
         try:
             view = memoryview(data)
@@ -172,13 +182,19 @@ def write_file(path: Any, data: bytes, what: str) -> None:
         raise refused(_os_reason(exc)) from exc
 
 
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "no regular file")
+
+
 def _os_reason(exc: OSError) -> str:
     if exc.errno == errno.ENXIO:  # a FIFO or socket opened without a peer
         return "it is no regular file"
     return exc.strerror or str(exc)
 
 
-def _path_reason(path: object) -> str:
+def _path_reason(path: object, exc: Exception) -> str:
+    if isinstance(exc, UnicodeError):
+        return "the file system cannot encode its name"
     if isinstance(path, str | bytes | os.PathLike):
         return "a path cannot hold a NUL byte"
     return f"a path must be a str or os.PathLike, not {type(path).__name__}"

@@ -11,14 +11,12 @@ A session runs one call at a time: start the next call after the previous one ha
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._history_format import message_from_dict, message_to_dict, write_conversation
+from ._history_format import SESSION_FORMAT, message_to_dict, read_history, write_history
 from ._script_calls import ScriptCalls
 from .errors import ConfigError
 from .types import Message
@@ -28,8 +26,6 @@ if TYPE_CHECKING:
     from .client import Client
 
 __all__ = ["Session", "load"]
-
-_FORMAT = "ollm-lite-session"
 
 
 class Session(ScriptCalls):
@@ -59,6 +55,8 @@ class Session(ScriptCalls):
         self.system = system
         self.tools = tools
         self._history: list[Message] = [replace(m, parts=list(m.parts)) for m in messages]
+        self._saved_id: str | None = None
+        """The ``session_id`` of the file this session was loaded from, written back."""
 
     def __repr__(self) -> str:
         return f"Session(messages={len(self._history)}, system={self.system is not None})"
@@ -86,12 +84,15 @@ class Session(ScriptCalls):
 
     def to_dict(self) -> dict[str, Any]:
         """The session as JSON-ready data (``format``, ``version``, ``system``, ``messages``)."""
-        return {
-            "format": _FORMAT,
+        data: dict[str, Any] = {
+            "format": SESSION_FORMAT,
             "version": 1,
             "system": self.system,
             "messages": [message_to_dict(m) for m in self._history],
         }
+        if self._saved_id is not None:
+            data["session_id"] = self._saved_id
+        return data
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the conversation as JSON (atomically: a crash never leaves half a file).
@@ -99,7 +100,7 @@ class Session(ScriptCalls):
         Raises:
             ConfigError: ``CONFIG_INVALID`` when the file cannot be written.
         """
-        write_conversation(path, self.to_dict(), "session")
+        write_history(path, self.to_dict(), "session")
 
 
 def load(path: str | os.PathLike[str], client: Client) -> Session:
@@ -108,12 +109,7 @@ def load(path: str | os.PathLike[str], client: Client) -> Session:
     Raises:
         ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved session.
     """
-    try:
-        data = json.loads(Path(path).read_text("utf-8"))
-        messages = [message_from_dict(m) for m in data["messages"]]
-        system = data.get("system", data.get("system_prompt"))
-        if system is not None and not isinstance(system, str):
-            raise TypeError("system is not a string")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"cannot load a session from {path}: {exc}") from exc
-    return Session(client, system=system, messages=messages)
+    saved = read_history(path, "session")
+    session = Session(client, system=saved.system, messages=saved.messages)
+    session._saved_id = saved.session_id
+    return session

@@ -34,6 +34,7 @@ def awkward_paths(folder: Path) -> dict[str, str]:
     loop.symlink_to(loop)
     paths = {
         "nul byte": str(folder / "a\0b.png"),
+        "lone surrogate": str(folder / "\ud800.png"),
         "directory": str(directory),
         "fifo": str(fifo),
         "character device": os.devnull,
