@@ -37,6 +37,7 @@ __all__ = [
     "as_images",
     "as_messages",
     "as_tools",
+    "checked_copy",
     "message_from_openai",
 ]
 
@@ -72,7 +73,7 @@ def as_messages(prompt: Any) -> list[Message]:
             raise ConfigError("the prompt is empty: give some text")
         return [Message.user(prompt)]
     if isinstance(prompt, Message):
-        return [_copy(prompt)]
+        return [checked_copy(prompt)]
     if isinstance(prompt, Mapping):
         return [message_from_openai(prompt)]
     if isinstance(prompt, bytes | bytearray) or not isinstance(prompt, Iterable):
@@ -88,7 +89,9 @@ def as_messages(prompt: Any) -> list[Message]:
                 f"not {type_name(item)}"
             )
         try:
-            messages.append(_copy(item) if isinstance(item, Message) else message_from_openai(item))
+            messages.append(
+                checked_copy(item) if isinstance(item, Message) else message_from_openai(item)
+            )
         except ConfigError as exc:
             raise ConfigError(f"message {index}: {exc.message}") from exc
     if not messages:
@@ -96,9 +99,13 @@ def as_messages(prompt: Any) -> list[Message]:
     return messages
 
 
-def _copy(message: Message) -> Message:
+def checked_copy(message: Message) -> Message:
     """A new ``Message`` equal to ``message``, every field checked (it is mutable: a caller
-    may have set anything on it)."""
+    may have set anything on it).
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` naming the field that is not what ``Message`` says.
+    """
     if not isinstance(message.role, str) or message.role not in _ROLES:
         raise ConfigError(f"role must be {_ROLE_TEXT}, not {short_repr(message.role)}")
     parts, calls = message.parts, message.tool_calls

@@ -12,11 +12,13 @@ A session runs one call at a time: start the next call after the previous one ha
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ._history_format import SESSION_FORMAT, message_to_dict, read_history, write_history
+from ._inputs import checked_copy
+from ._safe_text import type_name
 from ._script_calls import ScriptCalls
 from .errors import ConfigError
 from .types import Message
@@ -54,7 +56,7 @@ class Session(ScriptCalls):
         self.client = client
         self.system = system
         self.tools = tools
-        self._history: list[Message] = [replace(m, parts=list(m.parts)) for m in messages]
+        self._history: list[Message] = _checked_history(messages)
         self._saved_id: str | None = None
         """The ``session_id`` of the file this session was loaded from, written back."""
 
@@ -110,6 +112,21 @@ def load(path: str | os.PathLike[str], client: Client) -> Session:
         ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved session.
     """
     saved = read_history(path, "session")
-    session = Session(client, system=saved.system, messages=saved.messages)
+    session = Session(client, system=saved.system)
+    session._history = saved.messages  # new values, every field checked by the reader
     session._saved_id = saved.session_id
     return session
+
+
+def _checked_history(messages: Iterable[Message]) -> list[Message]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise ConfigError(f"messages must be a list of Message values, not {type_name(messages)}")
+    history = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise ConfigError(f"messages[{index}] must be a Message, not {type_name(message)}")
+        try:
+            history.append(checked_copy(message))
+        except ConfigError as exc:
+            raise ConfigError(f"messages[{index}]: {exc.message}") from exc
+    return history

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from client_support import client
 
+import ollm_lite
 from ollm_lite import ChatFinishEvent, ConfigError, ErrorEvent, Message, TextPart, ToolCall
 
 
@@ -110,3 +111,14 @@ def test_tool_call_arguments_given_as_a_dict_are_copied_not_kept() -> None:
     sent = provider.requests[0].messages[1].tool_calls[0]
     assert sent.args == arguments and sent.args is not arguments
     assert sent.arguments == '{"city": "Oslo"}'
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [5, "hi", [5], [{"role": "user", "content": "x"}], *([m] for m in BAD_MESSAGES)],
+    ids=lambda v: reprlib.repr(v),
+)
+def test_a_session_built_from_bad_messages_is_a_config_error(messages: Any) -> None:
+    llm, _ = client()
+    with pytest.raises(ConfigError):
+        ollm_lite.Session(llm, messages=messages)
