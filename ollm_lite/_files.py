@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from typing import Any, Literal, overload
 
@@ -160,7 +159,7 @@ def write_file(path: Any, data: bytes, what: str) -> None:
     folder, name = os.path.split(target)
     if not name:
         raise refused("it names no file")
-    temporary = os.path.join(folder, f".{name[:100]}.{secrets.token_hex(6)}.tmp")
+    temporary = os.path.join(folder, f".{name[:100]}.{os.urandom(6).hex()}.tmp")
     try:
         fd = os.open(temporary, _CREATE_FLAGS, 0o666)
     except OSError as exc:
