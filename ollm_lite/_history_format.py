@@ -20,8 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._files import MiB, path_text, read_file, size_text, write_file
 from ._safe_text import exception_text, json_type, short_repr, type_name
@@ -47,8 +46,7 @@ HISTORY_LIMIT = 256 * MiB
 SESSION_FORMAT = "ollm-lite-session"
 
 
-@dataclass(frozen=True, slots=True)
-class SavedHistory:
+class SavedHistory(NamedTuple):
     """What a saved session or conversation file holds."""
 
     system: str | None
