@@ -3,8 +3,9 @@
 * prompts: a ``str``, a ``Message``, or a list of ``Message`` / ``{"role", "content"}`` dicts
   (OpenAI's message shape: ``content`` may be text or a list of ``text`` / ``image_url``
   parts; ``tool_calls``, ``tool_call_id`` and ``name`` are read too);
-* images: a path (``str`` / ``os.PathLike``), ``bytes``, a ``data:`` URL or an ``ImagePart``
-  (the MIME type comes from the file's first bytes, else its extension);
+* images: a path (``str`` / ``os.PathLike``) of a regular file, ``bytes``, a ``data:`` URL or
+  an ``ImagePart``, at most :data:`IMAGE_LIMIT` (10 MiB) decoded in every form (the MIME type
+  comes from the file's first bytes, else its extension);
 * tools: ``@tool`` functions, plain typed functions, a ``ToolRegistry``, an MCP server's
   tools (``McpServer.tools()``: schemas bound to their server, run there), and tools without a
   handler here — OpenAI-format dicts (``{"type": "function", "function": {...}}``) or plain
