@@ -110,7 +110,8 @@ class ScriptCalls(ABC):
             schema: A dataclass, ``TypedDict`` or JSON Schema ``dict``: the answer is
                 requested as structured output, validated and returned as that type (a
                 dataclass instance; a ``dict`` for the others).
-            images: Paths, ``bytes`` or ``ImagePart`` values added to the (last) user message.
+            images: Paths (regular files), ``bytes`` or ``ImagePart`` values added to the (last)
+                user message; at most 10 MiB each, decoded.
             cancel: Setting it stops the call (``Cancelled`` is raised).
             **options: See :class:`~ollm_lite._options.Options`.
 

@@ -11,15 +11,15 @@ A session runs one call at a time: start the next call after the previous one ha
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._history_format import message_from_dict, message_to_dict, write_conversation
+from ._history_format import SESSION_FORMAT, message_to_dict, read_history, write_history
+from ._inputs import checked_copy
+from ._safe_text import type_name
 from ._script_calls import ScriptCalls
 from .errors import ConfigError
 from .types import Message
@@ -29,8 +29,6 @@ if TYPE_CHECKING:
     from .client import Client
 
 __all__ = ["Session", "load"]
-
-_FORMAT = "ollm-lite-session"
 
 
 class Session(ScriptCalls):
@@ -62,7 +60,7 @@ class Session(ScriptCalls):
         self.client = client
         self.system = system
         self.tools = tools
-        self._history: list[Message] = [replace(m, parts=list(m.parts)) for m in messages]
+        self._history: list[Message] = _checked_history(messages)
         #: Links this conversation's calls in the call log; kept by ``save``/``load_session``.
         self.session_id = session_id or uuid.uuid4().hex
 
@@ -91,14 +89,16 @@ class Session(ScriptCalls):
     # ------------------------------------------------------------------ persistence
 
     def to_dict(self) -> dict[str, Any]:
-        """The session as JSON-ready data (``format``, ``version``, ``system``, ``messages``)."""
-        return {
-            "format": _FORMAT,
+        """The session as JSON-ready data (``format``, ``version``, ``system``, ``messages``,
+        ``session_id``)."""
+        data: dict[str, Any] = {
+            "format": SESSION_FORMAT,
             "version": 1,
             "system": self.system,
             "messages": [message_to_dict(m) for m in self._history],
             "session_id": self.session_id,
         }
+        return data
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the conversation as JSON (atomically: a crash never leaves half a file).
@@ -106,7 +106,7 @@ class Session(ScriptCalls):
         Raises:
             ConfigError: ``CONFIG_INVALID`` when the file cannot be written.
         """
-        write_conversation(path, self.to_dict(), "session")
+        write_history(path, self.to_dict(), "session")
 
 
 def load(path: str | os.PathLike[str], client: Client) -> Session:
@@ -115,15 +115,21 @@ def load(path: str | os.PathLike[str], client: Client) -> Session:
     Raises:
         ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved session.
     """
-    try:
-        data = json.loads(Path(path).read_text("utf-8"))
-        messages = [message_from_dict(m) for m in data["messages"]]
-        system = data.get("system", data.get("system_prompt"))
-        if system is not None and not isinstance(system, str):
-            raise TypeError("system is not a string")
-        session_id = data.get("session_id")  # files saved before it existed have none
-        if session_id is not None and not isinstance(session_id, str):
-            raise TypeError("session_id is not a string")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"cannot load a session from {path}: {exc}") from exc
-    return Session(client, system=system, messages=messages, session_id=session_id)
+    saved = read_history(path, "session")
+    session = Session(client, system=saved.system, session_id=saved.session_id)
+    session._history = saved.messages  # new values, every field checked by the reader
+    return session
+
+
+def _checked_history(messages: Iterable[Message]) -> list[Message]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise ConfigError(f"messages must be a list of Message values, not {type_name(messages)}")
+    history = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise ConfigError(f"messages[{index}] must be a Message, not {type_name(message)}")
+        try:
+            history.append(checked_copy(message))
+        except ConfigError as exc:
+            raise ConfigError(f"messages[{index}]: {exc.message}") from exc
+    return history

@@ -32,7 +32,8 @@ Invariants:
 * Provider names are canonical after loading (``local``, ``vllm``, ``openai-compatible``,
   ``gemini``). An alias selects its canonical provider; a backend alias (``lmstudio``,
   ``localai``, ``kobold``, ``llamacpp``) also sets ``providers.openai-compatible.backend``.
-* :func:`load_config` raises only for an unreadable file or malformed TOML, a named file that
+* :func:`load_config` raises only for an unreadable file (or one that is not a regular file,
+  or holds more than :data:`CONFIG_LIMIT` bytes) or malformed TOML, a named file that
   does not exist, and an unset ``${VAR}`` without a default. Bad values load as they are and
   :func:`validate_config` reports every problem at once, each with its dotted field path; a
   value holding a malformed reference (an unterminated ``${``, ``${}``, ``${1A}``) is one of
@@ -71,7 +72,9 @@ from ._config_model import (
     canonical_provider,
 )
 from ._config_vars import expand_tree, expand_vars
+from ._files import MiB, path_text, read_file
 from ._mcp_config import McpServerConfig, mcp_issues, parse_mcp_table
+from ._safe_text import type_name
 from .call_log._settings import log_issues
 from .errors import ConfigError
 
@@ -97,6 +100,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: The most bytes a config file may hold: far above any real one, and never read unbounded.
+CONFIG_LIMIT = 1 * MiB
 #: Environment variable → dotted config path it sets: the one list of the variables the
 #: library reads (providers ask :func:`env_default`). Where two set the same path, the first
 #: one set wins (``GEMINI_API_KEY`` over Google's own ``GOOGLE_API_KEY``).
@@ -157,6 +163,10 @@ def config_path(
     Explicit: the ``path`` argument or ``$OLLM_CONFIG``; else the XDG location.
     """
     if path is not None:
+        if not isinstance(path, str | os.PathLike):
+            raise ConfigError(
+                f"a config file is a path (str or os.PathLike), not {type_name(path)}"
+            )
         return Path(path).expanduser(), True
     if env.get("OLLM_CONFIG"):
         return Path(env["OLLM_CONFIG"]).expanduser(), True
@@ -379,23 +389,22 @@ def load_config(
 
 
 def _read_toml(file: Path, explicit: bool) -> dict[str, Any] | None:
-    try:
-        raw = file.read_bytes()
-    except FileNotFoundError:
+    raw = read_file(file, CONFIG_LIMIT, "config file", missing_ok=True)
+    if raw is None:
         if explicit:
             raise ConfigError(
-                f"config file {file} does not exist (check --config / $OLLM_CONFIG)",
-                details={"file": str(file)},
-            ) from None
+                f"config file {path_text(file)} does not exist (check --config / $OLLM_CONFIG)",
+                details={"file": path_text(file)},
+            )
         return None
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read config file {file}: {exc.strerror or exc}", details={"file": str(file)}
-        ) from exc
     import tomllib  # here, not at the top: a provider built without a file never needs it
 
     try:
         return tomllib.loads(raw.decode("utf-8"))
+    except RecursionError as exc:
+        raise ConfigError(
+            f"config file {file} nests arrays or tables too deeply", details={"file": str(file)}
+        ) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"config file {file} is not UTF-8 text", details={"file": str(file)}
