@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 from . import _mcp_cli
 from ._config_check import url_problem as _url_problem
+from ._terminal_text import printable
 from .config import (
     PROVIDER_ALIASES,
     PROVIDERS,
@@ -237,8 +238,9 @@ def usage_on_unknown_server() -> Iterator[None]:
 
 
 def error_line(message: str, code: str) -> str:
-    """``ollm-lite: error [CODE]: message`` on one line."""
-    flat = re.sub(r"\s*\n\s*", " ", message).strip()
+    """``ollm-lite: error [CODE]: message`` on one line, without control characters (the
+    message may quote a server)."""
+    flat = printable(re.sub(r"\s*\n\s*", " ", message).strip())
     return f"{PROG}: error [{code}]: {flat}\n"
 
 
