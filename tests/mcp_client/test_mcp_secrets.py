@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from cli.cli_support import run
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ollm_lite import McpServer
 from ollm_lite.errors import AuthenticationError, OllmError
@@ -142,6 +143,35 @@ def test_env_values_echoed_by_a_running_server_are_masked(
     texts = [*chain(info.value), repr(info.value.to_info()), text, *records.texts]
     assert [t for t in texts if TOKEN in t] == []
     assert any("not json ***" in t for t in records.texts)  # the garbage was logged, masked
+
+
+#: Secrets that an environment can hold; each has a ``~`` so that none is ordinary text.
+env_secrets = st.builds(
+    lambda head, tail: f"{head}~{tail}",
+    st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", min_size=1),
+    st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.+/=!$%&*~ ", min_size=2, max_size=30),
+)
+
+
+@settings(max_examples=12, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(secret=env_secrets, how=st.sampled_from(["LEAK", "SAY"]))
+def test_any_env_value_echoed_any_way_is_masked(
+    server_command: list[str], records: Records, secret: str, how: str
+) -> None:
+    """Any ``env`` value, echoed on stderr before dying or in a log notification, garbage
+    and a JSON-RPC error of a running server: in no exception, ``repr`` or log record."""
+    before = len(records.texts)
+    env = {how: "HANDED", "HANDED": secret}
+    texts: list[str] = []
+    try:
+        with McpServer.stdio(server_command, env=env, start_timeout=60) as server:
+            texts.append(repr(server))
+            server.tools()
+    except OllmError as exc:
+        texts += [*chain(exc), repr(exc.to_info())]
+    assert texts and "***" in texts[-1]  # the server did echo it, masked
+    leaks = [t for t in texts + records.texts[before:] if secret in t]
+    assert leaks == [], leaks[:2]
 
 
 def _toml(items: list[str]) -> str:
@@ -347,3 +377,18 @@ def test_http_headers_do_not_follow_a_redirect_to_another_host(
         assert TOKEN not in repr(headers), headers
         assert "Authorization" not in headers
     assert [t for t in records.texts if TOKEN in t] == []
+
+
+def test_every_env_value_is_masked_in_the_configuration_display(tmp_path: Path) -> None:
+    """``config show`` and ``validate_config`` show no ``env`` value, whatever its name
+    (only the names of the variables)."""
+    from ollm_lite.config import load_config, redacted, validate_config
+
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[mcp.servers.s]\ncommand = ["srv"]\nenv = {{ PLAIN = "{TOKEN}" }}\ntimeout = "{TOKEN}"\n'
+    )
+    config = load_config(path, env={})
+    shown = json.dumps(redacted(config)) + repr(config) + repr(validate_config(config))
+    assert "PLAIN" in shown and "timeout" in shown
+    assert TOKEN not in shown
