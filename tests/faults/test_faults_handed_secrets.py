@@ -179,3 +179,31 @@ def test_a_redirect_within_the_host_keeps_the_headers(wire: Wire) -> None:
 def test_leaves_origin(old: str, new: str, leaves: bool) -> None:
     """requests' rule for dropping credentials: another host or port, or https to http."""
     assert leaves_origin(old, new) is leaves
+
+
+@pytest.mark.parametrize("code", [None, 400, 403, 429])
+def test_gemini_in_stream_error_echoing_a_call_header_is_masked(
+    code: int | None, records: Records
+) -> None:
+    """Google's error object inside a 200 stream quoting the request's headers (mapped as
+    the HTTP error it names): the per-call header's value does not show."""
+    from ollm_lite.providers.gemini import GeminiProvider
+
+    def script(client: socket.socket, req: Request) -> None:
+        said = f"rejected {json.dumps(req.headers)}"
+        error = {"message": said, "status": "INVALID_ARGUMENT"}
+        if code is not None:
+            error["code"] = code  # type: ignore[assignment]
+        data = b"data: " + json.dumps({"error": error}).encode() + b"\r\n\r\n"
+        chunks([data], content_type="text/event-stream")(client, req)
+
+    path = "/v1beta/models/m:streamGenerateContent"
+    with serve({path: script}) as server:
+        provider = GeminiProvider(base_url=server.url, api_key="gm-key-0001", retries=0)
+        events = list(provider.chat_stream(req(headers={"X-Tenant-Token": TOKEN})))
+        provider.close()
+        sent = server.requests
+    assert sent and sent[0].headers.get("x-tenant-token") == TOKEN
+    assert events[-1].type == "error" and "rejected" in events[-1].error.message
+    texts = [repr(events), *chain(events[-1].exception), *records.texts]
+    assert [t for t in texts if TOKEN in t] == []
