@@ -305,7 +305,9 @@ def isatty(stream: TextIO) -> bool:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns, two spaces apart, under ``headers``."""
+    """Left-aligned columns, two spaces apart, under ``headers``; cells (model names, server
+    versions and errors) without line breaks or control characters."""
+    rows = [[" ".join(printable(cell).split()) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in [headers, *rows]]  # fmt: skip
