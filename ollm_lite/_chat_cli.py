@@ -31,6 +31,7 @@ from ._cli_common import (
     temperature,
     usage_on_unknown_server,
 )
+from ._terminal_text import printable
 from .call_log.cli import add_chat_log_flags, chat_recorder
 
 if TYPE_CHECKING:
@@ -249,7 +250,7 @@ def _print_failure(err: TextIO, failure: BaseException | None) -> None:
     if failure is None:
         err.write("(no traceback: the error arrived as data from the server, not raised)\n")
     else:
-        traceback.print_exception(failure, file=err)
+        err.write(printable("".join(traceback.format_exception(failure))))
 
 
 def _event_json(event: ChatEvent) -> dict[str, Any]:

@@ -28,7 +28,8 @@ def secret_strings(value: Any) -> list[str]:
 
 
 def config_secrets(config: Config) -> list[str]:
-    """Every configured API key value (to mask wherever a key was pasted by mistake)."""
+    """Every configured secret: API keys, MCP servers' header and ``env`` values (to mask
+    wherever one was pasted by mistake)."""
     providers: Any = config.providers
     servers: Any = config.mcp_servers
     found = [
@@ -38,11 +39,7 @@ def config_secrets(config: Config) -> list[str]:
     ]
     for server in servers.values() if isinstance(servers, dict) else ():
         found.extend(secret_strings(getattr(server, "headers", None)))
-        env: Any = getattr(server, "env", None)
-        if isinstance(env, dict):
-            found.extend(
-                s for k, v in env.items() if secret_path(str(k)) for s in secret_strings(v)
-            )
+        found.extend(secret_strings(getattr(server, "env", None)))
     return found
 
 
@@ -102,7 +99,7 @@ def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
         if value is not None and value != {}:
             values[key] = value
     if isinstance(server.env, dict) and server.env:
-        values["env"] = {k: "***" if secret_path(str(k)) else v for k, v in server.env.items()}
+        values["env"] = {k: "***" for k in server.env}  # every value: a secret
     if isinstance(server.headers, dict) and server.headers:
         values["headers"] = {k: "***" for k in server.headers}
     return values

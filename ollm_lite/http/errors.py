@@ -127,6 +127,7 @@ def error_for_status(
     not_found: Literal["model", "route"] = "route",
     redact: Callable[[str], str] = lambda s: s,
     model_hint: str = "",
+    auth_hint: str = "",
 ) -> OllmError:
     """The one mapping from an HTTP error answer to an exception.
 
@@ -136,7 +137,8 @@ def error_for_status(
     ``RequestTimeout``; anything else → ``HTTPStatusError``. ``details`` holds ``status``,
     ``url``, the server's own ``server_message`` (masked, at most 1000 characters), its
     error ``type``/``code`` where it gave them, and ``retry_after`` (seconds) for any status
-    whose answer said when to come back (``Retry-After``, ``retry-after-ms``).
+    whose answer said when to come back (``Retry-After``, ``retry-after-ms``). ``auth_hint``
+    says what to check after a rejected request (default: the API key given to the provider).
     """
     message, facts = _server_message(body, headers.get("content-type", ""), redact)
     # The structured facts come from the same body: a server echoing the request can put
@@ -156,7 +158,7 @@ def error_for_status(
     if _is_auth_failure(status, facts):
         return AuthenticationError(
             f"{where} rejected the credentials (HTTP {status}){server_says}. "
-            "Check the API key given to the provider.",
+            f"{auth_hint or 'Check the API key given to the provider.'}",
             status=status,
             **kw,
         )

@@ -18,6 +18,11 @@ offers none; it is reopened after the server's ``retry``, else 1 s), and a ``404
 request carrying the session id ends that session
 (:class:`SessionExpired`; the session layer starts a new one).
 
+The caller's ``headers`` (and credentials in the URL) are secrets: masked in every error and
+log record, and not sent on when a redirect leads to another host
+(:mod:`ollm_lite.http.secrets`); the headers the protocol itself needs are sent as
+``protocol_headers``.
+
 Each request runs its POST on a daemon thread of its own, so calls from many threads proceed
 in parallel; abandoning a request (timeout, cancel) shuts its connection down through the
 library's transport (:mod:`ollm_lite.http.transport`, the only place that speaks HTTP). The legacy
@@ -42,6 +47,7 @@ from ..errors import (
 )
 from ..http.policy import RetryPolicy, Timeouts
 from ..http.transport import Transport
+from ..http.urls import without_userinfo
 from ..streams import iter_sse
 from .jsonrpc import (
     MAX_MESSAGE_BYTES,
@@ -87,22 +93,29 @@ class HttpTransport:
         *,
         headers: Mapping[str, str] | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        name: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
-            raise ConfigError(f"an MCP server URL must start with http:// or https://: {url!r}")
-        self.url = url
-        self.describe = f"MCP server at {url}"
-        self.max_message_bytes = max_message_bytes
-        self.session_id: str | None = None
-        self.protocol_version: str | None = None
+            shown = without_userinfo(url) if isinstance(url, str) else url
+            raise ConfigError(f"an MCP server URL must start with http:// or https://: {shown!r}")
+        given = dict(headers or {})
+        server = f"MCP server {name!r}" if name else "the MCP server"
+        sent = f"the headers given to {server} ({', '.join(given)})" if given else server
         self._http = Transport(
             url,
             provider="mcp",
-            headers=dict(headers or {}),
+            headers=given,
             timeouts=Timeouts(connect=10.0, idle=24 * 3600.0),
             retry=RetryPolicy(retries=0),
             start_hint="check the MCP server's URL and that it is running",
+            auth_hint=f"Check {sent}: the server did not accept them.",
         )
+        self.url = self._http.base_url  # credentials in the URL became basic auth
+        self.describe = f"MCP server at {self.url}"
+        self.redact = self._http.redact
+        self.max_message_bytes = max_message_bytes
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
         self._aborts: dict[RequestId, threading.Event] = {}
         self._listen_stop = threading.Event()
         self._listener: threading.Thread | None = None
@@ -134,7 +147,7 @@ class HttpTransport:
             "POST",
             self.url,
             json_body=message_object(message),
-            headers=self._headers(),
+            protocol_headers=self._headers(),
             retry=False,
         ) as response:
             response.read_body(self.max_message_bytes)
@@ -167,7 +180,7 @@ class HttpTransport:
             with (
                 contextlib.suppress(OllmError),
                 self._http.open_stream(
-                    "DELETE", self.url, headers=self._headers(), timeout=_CLOSE_TIMEOUT_S
+                    "DELETE", self.url, protocol_headers=self._headers(), timeout=_CLOSE_TIMEOUT_S
                 ) as response,
             ):
                 response.read_body(1 << 20)
@@ -231,7 +244,7 @@ class HttpTransport:
             "POST",
             self.url,
             json_body=message_object(request),
-            headers=headers,
+            protocol_headers=headers,
             cancel=abort,
             retry=False,
         ) as response:
@@ -259,7 +272,7 @@ class HttpTransport:
             with self._http.open_stream(
                 "GET",
                 self.url,
-                headers=self._headers({"Last-Event-ID": last_id}),
+                protocol_headers=self._headers({"Last-Event-ID": last_id}),
                 cancel=abort,
                 retry=False,
             ) as response:
@@ -321,7 +334,7 @@ class HttpTransport:
                 with self._http.open_stream(
                     "GET",
                     self.url,
-                    headers=self._headers(extra),
+                    protocol_headers=self._headers(extra),
                     cancel=self._listen_stop,
                     retry=False,
                 ) as response:

@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..http.policy import RetryPolicy, Timeouts
 from ..http.response import Decoder, StreamResponse
+from ..http.secrets import Redactor
 from ..http.transport import Transport
 from ..types import (
     ChatResult,
@@ -213,6 +214,11 @@ class HTTPProvider(BaseProvider):
             allow_empty=allow_empty,
         )
 
+    def _redact_for(self, request: ProviderRequest) -> Redactor:
+        """The transport's redactor plus the values of ``request``'s own headers (secrets
+        too: a server echoing them in its answer must not show them)."""
+        return self._transport.redact.plus((request.headers or {}).values())
+
     def _bad_response(self, message: str, *, model: str | None = None) -> BadResponse:
         """``LLM_BAD_RESPONSE`` naming this provider and its server, secrets masked."""
         text = self._transport.redact(f"{self.name} at {self.base_url}: {message}")
@@ -282,7 +288,7 @@ class HTTPProvider(BaseProvider):
                 return
         finally:
             self._stream_ended(state)
-        yield from map(self._transport.redact.event, state.end())
+        yield from map(self._redact_for(request).event, state.end())
 
     def _stream_ended(self, state: Any) -> None:
         """Called once a stream is over, however it ended (for what a wire learnt)."""
