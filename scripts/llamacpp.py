@@ -917,8 +917,7 @@ def release_config(pid: int, root: Path | None = None) -> None:
             say(f"restored {path} as it was before this server started")
         else:
             path.unlink()
-            say(f"removed {path}: it pointed at this server (with no configuration, ollm_lite")
-            say("uses Ollama at localhost:11434; `start` writes it again)")
+            say(f"removed {path}: it pointed at this server (ollm_lite's default is Ollama again)")
     except OSError as exc:
         say(f"could not restore {path}: {exc}")
 
