@@ -152,6 +152,12 @@ def _cmd_config_show(args: argparse.Namespace, ctx: Context) -> int:
     for name, values in data.get("providers", {}).items():
         lines += ["", f"[providers.{_toml_key(name)}]"]
         lines += [line(k, v, f"providers.{name}.{k}") for k, v in values.items()]
+        prefix = f"providers.{name}."
+        lines += [  # a value the merge dropped, with why (config.py: one server per backend)
+            f"# {path.removeprefix(prefix)}: {origin}"
+            for path, origin in config.origins.items()
+            if path.startswith(prefix) and path.removeprefix(prefix) not in values
+        ]
     if data.get("context_limits"):
         lines += ["", "[context_limits]"]
         lines += [

@@ -330,6 +330,7 @@ def _merge(layers: list[_Layer]) -> Config:
         config.log.update(layer.log)
         config.origins.update(layer.origins)
         config.issues.extend(layer.issues)
+    _drop_other_backends_server(layers, sections, config.origins)
     # --host / --api-key apply to whichever provider is selected once every layer is merged.
     selected = canonical_provider(config.provider)[0] if isinstance(config.provider, str) else ""
     for layer in layers:
@@ -338,6 +339,41 @@ def _merge(layers: list[_Layer]) -> Config:
             config.origins[f"providers.{selected}.{key}"] = layer.origin
     config.providers = {name: ProviderConfig(**values) for name, values in sections.items()}
     return config
+
+
+#: The settings that name one server: they belong to the backend they were configured for.
+_SERVER_KEYS = ("base_url", "api_key")
+
+
+def _drop_other_backends_server(
+    layers: list[_Layer], sections: dict[str, dict[str, Any]], origins: dict[str, str]
+) -> None:
+    """Forget an ``openai-compatible`` URL and key set for another backend than the one chosen.
+
+    The backend aliases share one section, so ``OLLM_PROVIDER=lmstudio`` over a file written
+    for ``llamacpp`` would otherwise send LM Studio requests to the llama.cpp server's URL. A
+    URL or key set in a layer that also named a backend is that backend's; when a later layer
+    picks another backend, the chosen backend's own default (or a URL set without a backend,
+    e.g. ``OPENAI_COMPATIBLE_HOST``) applies, and ``config show`` says which value was dropped.
+    """
+    merged = sections.get("openai-compatible")
+    chosen = merged.get("backend") if merged else None
+    if not isinstance(chosen, str):
+        return
+    owners: dict[str, tuple[Any, str]] = {}
+    for layer in layers:
+        section = layer.sections.get("openai-compatible", {})
+        for key in _SERVER_KEYS:
+            if key in section:
+                owners[key] = (section.get("backend"), layer.origin)
+    for key, (backend, origin) in owners.items():
+        if isinstance(backend, str) and backend != chosen and merged is not None:
+            del merged[key]
+            origins[f"providers.openai-compatible.{key}"] = (
+                f"not used: the {origin} sets it for backend {backend!r}, and backend "
+                f"{chosen!r} ({origins.get('providers.openai-compatible.backend', 'default')}) "
+                "is selected"
+            )
 
 
 # --------------------------------------------------------------------------- loading

@@ -23,15 +23,18 @@ build leaves nothing that looks finished, and re-runs reuse what is complete.
 Usage::
 
     python3 scripts/llamacpp.py install [--server py|native|all]
-    python3 scripts/llamacpp.py start [--server py|native] [--model smollm2|gemma3] [--port 0]
+    python3 scripts/llamacpp.py start [--server py|native] [--model smollm2|gemma3] [--port N]
         [--ctx 4096] [--no-config]
     python3 scripts/llamacpp.py stop --pid PID | --all
     python3 scripts/llamacpp.py quickstart [PROMPT]
 
-``start`` prints one JSON line ``{"pid", "port", "base_url", "server", "ctx", "log", "model"}``,
-writes the ollm configuration that points at the server (see :func:`write_config`) and leaves
-the server running in its own process group; ``stop`` ends only servers this script started
-(they are recorded under ``run/`` in the cache). The functions are importable too
+``start`` listens on ``127.0.0.1:8080`` (llama.cpp's own default port) when that port is free,
+else on a free port, and says so (``--port N`` chooses one; ``--port 0`` any free one). It prints
+one JSON line ``{"pid", "port", "base_url", "server", "ctx", "log", "model"}``, writes the ollm
+configuration that points at the server (see :func:`write_config`) and leaves the server running
+in its own process group. ``stop`` ends only servers this script started (they are recorded
+under ``run/`` in the cache) and takes back the configuration ``start`` wrote for them: the
+file is put back as it was before (see :func:`release_config`). The functions are importable too
 (``tests/integration/conftest.py`` uses :func:`install` and :func:`start_server`).
 
 Standard library only: the script must run before anything else is installed.
@@ -594,6 +597,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: llama.cpp's own default port (``llama-server --port``): the quick-start server's address
+#: when it is free, so that ``http://127.0.0.1:8080`` in the docs is where the server is.
+DEFAULT_PORT = 8080
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on ``127.0.0.1:port`` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def server_command(
     kind: ServerKind,
     root: Path,
@@ -671,12 +689,15 @@ def start_server(
     ready_timeout: float = READY_TIMEOUT_S,
     wait: bool = True,
     model: ModelKey = DEFAULT_MODEL,
+    prefer: int | None = None,
 ) -> ServerInfo:
     """Start a server in its own process group and wait until it serves.
 
     Args:
         kind: ``py`` or ``native``.
         port: Port on 127.0.0.1 (0: a free one).
+        prefer: With ``port`` 0, the port to try first (``start`` passes
+            :data:`DEFAULT_PORT`); a free one is used when it is taken.
         ctx: Context window in tokens.
         extra: More server arguments.
         root: Cache root (default :func:`cache_root`); the builds must be installed.
@@ -699,7 +720,7 @@ def start_server(
         raise ScriptError(f"{gguf_path(root, model)} is missing: run `scripts/llamacpp.py install`")
     attempts = 3 if port == 0 else 1
     for attempt in range(attempts):
-        chosen = port or free_port()
+        chosen = port or _first_port(prefer if attempt == 0 else None)
         info = _launch(kind, root, chosen, ctx, extra, model)
         if not wait:
             return info
@@ -720,6 +741,10 @@ def start_server(
 
 class _PortTaken(Exception):
     pass
+
+
+def _first_port(prefer: int | None) -> int:
+    return prefer if prefer and port_is_free(prefer) else free_port()
 
 
 def _launch(
@@ -815,6 +840,8 @@ def recorded_servers(root: Path | None = None) -> list[ServerInfo]:
 def stop_server(pid: int, *, root: Path | None = None, timeout: float = STOP_TIMEOUT_S) -> bool:
     """Stop a server this script started (SIGTERM to its group, SIGKILL after ``timeout``).
 
+    The configuration ``start`` wrote for it is taken back (:func:`release_config`).
+
     Returns:
         ``True`` when it was running and is now stopped, ``False`` when it had already exited.
 
@@ -840,6 +867,7 @@ def stop_server(pid: int, *, root: Path | None = None, timeout: float = STOP_TIM
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=1)
     record.unlink(missing_ok=True)
+    release_config(pid, root)
     return was_running
 
 
@@ -904,19 +932,85 @@ def write_config(info: ServerInfo, path: Path | None = None) -> bool:
     try:
         if path.exists() and not path.read_text().startswith(CONFIG_MARKER):
             return False
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(config_text(info))
-        os.replace(tmp, path)
+        _atomic_write(path, config_text(info))
     except OSError as exc:
         raise ScriptError(f"cannot write {path}: {exc}") from exc
     return True
 
 
-def announce(info: ServerInfo, *, config: bool = True) -> None:
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _claim_record(root: Path, pid: int) -> Path:
+    return _run_dir(root) / f"{pid}.config"  # not *.json: those are server records
+
+
+def claim_config(info: ServerInfo, path: Path | None = None, *, root: Path | None = None) -> bool:
+    """:func:`write_config`, remembering what the file held before so ``stop`` can put it back.
+
+    Returns:
+        Whether the file was written.
+    """
+    path = config_file() if path is None else path
+    root = cache_root() if root is None else root
+    try:
+        before = path.read_text() if path.is_file() else None
+    except OSError as exc:
+        raise ScriptError(f"cannot read {path}: {exc}") from exc
+    if not write_config(info, path):
+        return False
+    claim = {"path": str(path), "written": config_text(info), "before": before}
+    _claim_record(root, info.pid).write_text(json.dumps(claim) + "\n")
+    return True
+
+
+def release_config(pid: int, root: Path | None = None) -> None:
+    """Take back the configuration ``start`` wrote for server ``pid``.
+
+    A file still holding exactly what ``start`` wrote goes back to what was there before:
+    removed when there was nothing, the previous text when that named a server still running
+    (a file naming a stopped server is removed). A file edited since, or rewritten by a later
+    ``start``, is left alone.
+    """
+    root = cache_root() if root is None else root
+    record = _claim_record(root, pid)
+    try:
+        claim = json.loads(record.read_text())
+        path, written, before = Path(claim["path"]), claim["written"], claim["before"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    finally:
+        record.unlink(missing_ok=True)
+    try:
+        if not path.is_file() or path.read_text() != written:
+            say(f"{path} changed since `start` wrote it: left alone")
+            return
+        if before is not None and _names_a_live_server(before, root):
+            _atomic_write(path, before)
+            say(f"restored {path} as it was before this server started")
+        else:
+            path.unlink()
+            say(f"removed {path}: it pointed at this server (ollm_lite's default is Ollama again)")
+    except OSError as exc:
+        say(f"could not restore {path}: {exc}")
+
+
+def _names_a_live_server(text: str, root: Path) -> bool:
+    """Whether ``text`` is a file of the user's own, or names a server still running."""
+    if not text.startswith(CONFIG_MARKER):
+        return True
+    named = re.search(r"\(pid (\d+)\)", text.partition("\n")[0])
+    return named is not None and int(named.group(1)) in {s.pid for s in recorded_servers(root)}
+
+
+def announce(info: ServerInfo, *, config: bool = True, root: Path | None = None) -> None:
     """Tell the user where the server runs and how the library finds it."""
     path = config_file()
-    if config and write_config(info, path):
+    if config and claim_config(info, path, root=root):
         say(f"wrote {path}: ollm_lite, `ollm-lite` and the examples now use this server")
     elif config:
         say(f"{path} is your own: left alone; add the lines below or use the export line")
@@ -1024,7 +1118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p_start.add_argument("--server", choices=list(SERVERS), default="py")
     p_start.add_argument("--model", choices=list(MODELS), default=DEFAULT_MODEL)
-    p_start.add_argument("--port", type=int, default=0)
+    p_start.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"default: {DEFAULT_PORT} when free, else a free port; 0: any free port",
+    )
     p_start.add_argument("--ctx", type=int, default=DEFAULT_CTX)
     p_start.add_argument(
         "--no-config", action="store_true", help="do not write the ollm configuration file"
@@ -1042,11 +1141,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             install(args.server)
             say(f"install done in {time.monotonic() - started:.1f} s")
         elif args.command == "start":
-            if args.ctx < 1 or not 0 <= args.port <= 65535:
+            port = DEFAULT_PORT if args.port is None else args.port
+            if args.ctx < 1 or not 0 <= port <= 65535:
                 parser.error("--ctx must be positive and --port in 0..65535")
             install(args.server, models=(args.model,))
-            info = start_server(args.server, port=args.port, ctx=args.ctx, model=args.model)
+            info = start_server(
+                args.server,
+                port=0 if args.port is None else port,
+                prefer=DEFAULT_PORT if args.port is None else None,
+                ctx=args.ctx,
+                model=args.model,
+            )
             print(info.to_json(), flush=True)
+            if args.port is None and info.port != DEFAULT_PORT:
+                say(f"port {DEFAULT_PORT} is taken: listening on {info.port} instead")
             announce(info, config=not args.no_config)
         elif args.command == "stop":
             pids = [s.pid for s in recorded_servers()] if args.all else [args.pid]

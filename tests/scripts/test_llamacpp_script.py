@@ -8,6 +8,8 @@ port taken, or have children), so the lifecycle code is exercised in seconds. Th
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -400,6 +402,7 @@ def test_cli_start_prints_one_json_line_and_stop_all(
     monkeypatch.setenv("OLLM_LITE_CACHE", str(root))
     config = root / "ollm" / "config.toml"
     monkeypatch.setenv("OLLM_CONFIG", str(config))
+    monkeypatch.setattr(llamacpp, "DEFAULT_PORT", llamacpp.free_port())  # not the real 8080
     fake_server("ok")
     assert llamacpp.main(["start", "--server", "py", "--ctx", "2048"]) == 0
     captured = capsys.readouterr()
@@ -419,6 +422,104 @@ def test_cli_start_prints_one_json_line_and_stop_all(
     assert llamacpp.main(["stop", "--all"]) == 0
     assert not _alive(info["pid"])
     assert capsys.readouterr().out == ""
+
+
+@pytest.fixture
+def started(
+    root: Path,
+    tmp_path: Path,
+    fake_server: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[..., dict[str, Any]]:
+    """``main(["start", *args])`` on stand-in servers; returns the JSON line it printed."""
+    monkeypatch.setenv("OLLM_LITE_CACHE", str(root))
+    monkeypatch.delenv("OLLM_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    fake_server("ok")
+
+    def start(*args: str) -> dict[str, Any]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert llamacpp.main(["start", "--server", "py", *args]) == 0
+        info: dict[str, Any] = json.loads(out.getvalue())
+        return info
+
+    return start
+
+
+def test_start_listens_on_the_default_port_when_it_is_free(
+    started: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No --port: llama.cpp's default port when free, else a free one, and it says so."""
+    default = llamacpp.free_port()  # a stand-in for 8080, which another program may hold
+    monkeypatch.setattr(llamacpp, "DEFAULT_PORT", default)
+    first = started()
+    assert first["port"] == default
+    assert first["base_url"] == f"http://127.0.0.1:{default}"
+    assert "is taken" not in capsys.readouterr().err
+    second = started()  # the default port is now the first server's
+    assert second["port"] != default
+    assert f"port {default} is taken: listening on {second['port']} instead" in (
+        capsys.readouterr().err
+    )
+    chosen = llamacpp.free_port()
+    assert started("--port", str(chosen))["port"] == chosen
+    assert llamacpp.main(["stop", "--all"]) == 0
+
+
+def test_default_port_is_llama_cpps_own() -> None:
+    assert llamacpp.DEFAULT_PORT == 8080
+
+
+def test_stop_takes_back_the_configuration_start_wrote(
+    started: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """stop removes the file start made; with two servers, the first one's file comes back."""
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    first = started("--port", "0")
+    first_text = config.read_text()
+    assert first["base_url"] in first_text
+    second = started("--port", "0")
+    assert second["base_url"] in config.read_text()
+    assert llamacpp.main(["stop", "--pid", str(second["pid"])]) == 0
+    assert config.read_text() == first_text  # back to the server still running
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert not config.exists()  # nothing was there before: nothing points at a dead port
+    assert load_config().provider == "local"
+
+
+def test_stop_leaves_a_file_the_user_changed_or_another_server_owns(
+    started: Callable[..., dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    first = started("--port", "0")
+    edited = config.read_text() + "# mine now\n"
+    config.write_text(edited)
+    assert llamacpp.main(["stop", "--pid", str(first["pid"])]) == 0
+    assert config.read_text() == edited
+    assert "changed since `start` wrote it: left alone" in capsys.readouterr().err
+    config.unlink()
+    a = started("--port", "0")
+    b = started("--port", "0")
+    assert llamacpp.main(["stop", "--pid", str(a["pid"])]) == 0  # the file names b: kept
+    assert b["base_url"] in config.read_text()
+    assert llamacpp.main(["stop", "--pid", str(b["pid"])]) == 0  # a is gone: not restored
+    assert not config.exists()
+
+
+def test_stop_restores_a_file_of_the_users_own_left_alone_by_start(
+    started: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    config.parent.mkdir(parents=True)
+    own = 'provider = "vllm"\n'
+    config.write_text(own)
+    started("--port", "0")
+    assert config.read_text() == own
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert config.read_text() == own
 
 
 def _info(port: int = 5555) -> llamacpp.ServerInfo:
@@ -582,7 +683,7 @@ def test_real_start_outlives_the_command_and_stop(tmp_path: Path) -> None:
         llamacpp.install("native")
     script = str(SCRIPTS / "llamacpp.py")
     done = subprocess.run(
-        [sys.executable, script, "start", "--server", "native", "--ctx", "1024"],
+        [sys.executable, script, "start", "--server", "native", "--ctx", "1024", "--port", "0"],
         capture_output=True,
         text=True,
         timeout=200,
