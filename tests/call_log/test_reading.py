@@ -150,6 +150,26 @@ def test_a_read_only_log_can_still_be_read(tmp_path: Path) -> None:
         path.chmod(0o600)
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes read-only files anyway")
+def test_a_closed_read_only_log_in_a_read_only_folder_can_still_be_read(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "logs.db"
+    _fill(path)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for name in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        name.unlink(missing_ok=True)  # as the last writer leaves it when it closes
+    path.chmod(0o400)
+    folder.chmod(0o500)  # no -shm index can be made next to it
+    try:
+        with open_log(path) as log:
+            assert [c.text for c in log.calls()] == ["Seven", "Paris", "Rayleigh scattering"]
+    finally:
+        folder.chmod(0o700)
+        path.chmod(0o600)
+
+
 def test_a_busy_log_can_still_be_read(tmp_path: Path) -> None:
     path = tmp_path / "logs.db"
     _fill(path)
