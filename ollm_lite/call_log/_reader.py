@@ -12,7 +12,7 @@ import json
 import math
 import sqlite3
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -40,10 +40,11 @@ _BUSY = 5.0
 
 
 def _seconds_ago(value: Any, name: str) -> float:
-    """``value`` (a datetime, or seconds ago as a number/timedelta) as an epoch timestamp."""
+    """``value`` (a datetime, or seconds ago as a number/timedelta) as an epoch timestamp.
+
+    A naive datetime is local time, as Python's own ``datetime.timestamp()`` takes it
+    (``datetime.now() - timedelta(hours=1)`` is an hour ago)."""
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
         return float(value.timestamp())
     if isinstance(value, timedelta):
         return time.time() - value.total_seconds()
@@ -162,8 +163,9 @@ class CallLog:
         """Logged calls, newest first.
 
         Args:
-            since: Only calls started at or after this (a datetime, or seconds ago).
-            until: Only calls started before this.
+            since: Only calls started at or after this (a datetime, naive meaning local
+                time, or seconds ago).
+            until: Only calls started before this (the same).
             model: Only calls to this model.
             search: Only calls whose prompt or answer contains this text (full-text search
                 where the SQLite build has FTS5, else ``LIKE``).

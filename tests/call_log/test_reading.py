@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -72,6 +73,26 @@ def test_calls_are_newest_first_and_filtered(tmp_path: Path) -> None:
         assert log.get(newest.id) == newest
         with pytest.raises(ConfigError):
             log.get("no-such-id")
+
+
+@pytest.fixture
+def _five_hours_east(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "ABC-5")  # a POSIX rule (no tz database needed): UTC+5
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("_five_hours_east")
+def test_a_naive_datetime_is_local_time(tmp_path: Path) -> None:
+    path = tmp_path / "logs.db"
+    _fill(path)
+    with open_log(path) as log:
+        assert len(log.calls(since=datetime.now() - timedelta(minutes=10))) == 3
+        assert log.calls(until=datetime.now() - timedelta(minutes=10)) == []
+        assert len(log.calls(until=datetime.now() + timedelta(minutes=10))) == 3
+        assert len(log.stats(since=datetime.now() - timedelta(minutes=10))) == 2
 
 
 def test_stats_by_each_key(tmp_path: Path) -> None:
