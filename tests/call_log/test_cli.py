@@ -196,3 +196,22 @@ def test_logs_off_leaves_an_inline_log_table_to_the_user(tmp_path: Path) -> None
     assert config.read_text("utf-8") == "log = { enabled = true }\n"
     done = cli(tmp_path, None, "--config", str(config), "logs", "off")
     assert done.returncode == 1 and "by hand" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("logs", "--model", "other", "--json"),
+        ("logs", "list", "--model", "other", "--json"),
+        ("logs", "list", "--json", "--model", "other"),
+        ("logs", "--model", "other", "list", "--json"),
+        ("--model", "other", "logs", "--json"),
+        ("--model", "other", "logs", "list", "--json"),
+    ],
+)
+def test_logs_model_filters_wherever_it_is_given(tmp_path: Path, args: tuple[str, ...]) -> None:
+    path = tmp_path / "logs.db"
+    _fill(path)
+    done = cli(tmp_path, path, *args)
+    assert done.returncode == 0, done.stderr
+    assert [c["model"] for c in json.loads(done.stdout)] == ["other"]
