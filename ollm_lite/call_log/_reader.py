@@ -25,7 +25,14 @@ from ._records import (
     tool_call_from_dict,
     usage_from_dict,
 )
-from ._schema import MIGRATIONS, NewerSchema, check_version, has_fts, open_connection
+from ._schema import (
+    MIGRATIONS,
+    NewerSchema,
+    check_version,
+    has_fts,
+    is_foreign,
+    open_connection,
+)
 
 __all__ = ["CallLog", "StatsKey"]
 
@@ -84,6 +91,8 @@ class CallLog:
             self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        if self.path.is_file() and self.path.stat().st_size == 0:
+            return _empty()  # read as it is: not even a WAL header written into it
         try:
             try:
                 db = open_connection(self.path, _BUSY)
@@ -91,9 +100,8 @@ class CallLog:
                 db = open_connection(self.path, _BUSY, readonly=True)
             try:
                 version = check_version(db)
-                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                if version == 0 and _has_tables(db):
-                    raise sqlite3.DatabaseError("not a call log")
+                if is_foreign(db):
+                    raise sqlite3.DatabaseError("not a call log: a database of something else")
                 self._fts = version > 0 and has_fts(db)
                 if version == 0:
                     db.close()
@@ -331,10 +339,6 @@ class CallLog:
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot prune the call log {self.path}: {exc}") from exc
         return int(removed)
-
-
-def _has_tables(db: sqlite3.Connection) -> bool:
-    return bool(db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0)
 
 
 def _empty() -> sqlite3.Connection:

@@ -23,6 +23,7 @@ __all__ = [
     "NewerSchema",
     "create_file",
     "has_fts",
+    "is_foreign",
     "migrate",
     "open_connection",
     "schema_version",
@@ -125,6 +126,8 @@ def open_connection(
     )
     try:
         db.execute(f"PRAGMA busy_timeout = {max(0, int(busy_seconds * 1000))}")
+        if is_foreign(db):  # checked before WAL mode would change someone else's file
+            raise sqlite3.DatabaseError("not a call log: a database of something else")
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             raise sqlite3.OperationalError(f"cannot use WAL mode ({mode})")
@@ -158,6 +161,20 @@ def _probed(uri: str, busy_seconds: float) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def is_foreign(db: sqlite3.Connection) -> bool:
+    """Whether the file is a database of something else: no version, yet tables (read in
+    one statement, so one snapshot, while another process may be creating the log).
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a database.
+    """
+    row = db.execute(
+        "SELECT (SELECT user_version FROM pragma_user_version), "
+        "(SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
+    return bool(row is not None and row[0] == 0 and row[1] > 0)
 
 
 def schema_version(db: sqlite3.Connection) -> int:

@@ -69,6 +69,22 @@ def test_a_file_that_is_no_database_costs_a_warning_not_the_call(
     assert path.read_bytes() == b"definitely not sqlite " * 500
 
 
+def test_a_database_of_something_else_is_never_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    before = path.read_bytes()
+    llm, _ = logging_client(path, "fine", "still fine")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert llm.ask("x") == "fine"
+        assert llm.ask("y") == "still fine"
+    [warning] = _warnings(caplog)
+    assert "something else" in warning
+    assert path.read_bytes() == before
+
+
 def test_a_damaged_file_costs_a_warning_not_the_call(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -142,8 +142,19 @@ def test_a_database_of_something_else_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE notes (body TEXT)")
-    with pytest.raises(ConfigError):
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match="something else"):
         open_log(path)
+    assert path.read_bytes() == before  # not even switched to WAL mode
+    assert not Path(f"{path}-wal").exists()
+
+
+def test_an_empty_file_reads_as_an_empty_log_and_stays_empty(tmp_path: Path) -> None:
+    path = tmp_path / "logs.db"
+    path.touch()
+    with open_log(path) as log:
+        assert log.calls() == [] and log.stats() == []
+    assert path.read_bytes() == b""
 
 
 def test_a_newer_log_is_a_config_error(tmp_path: Path) -> None:
