@@ -90,7 +90,7 @@ class LogFile:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path).expanduser().absolute()
-        self._idle: list[tuple[sqlite3.Connection, int | None]] = []
+        self._idle: list[tuple[sqlite3.Connection, _Identity | None]] = []
         self._lock = threading.Lock()
         self._generation = 0
 
@@ -109,12 +109,14 @@ class LogFile:
         """
         with self._lock:
             generation = self._generation
-            db, inode = self._idle.pop() if self._idle else (None, None)
-        if db is not None and (inode is None or inode != _inode(self.path)):
-            _close(db)  # the file was removed or replaced: open the one there now
+            db, identity = self._idle.pop() if self._idle else (None, None)
+        if db is not None and (identity is None or identity != _identity(self.path)):
+            # the file was removed or replaced (open the one there now), or this is a child
+            # process that inherited the connection (SQLite connections never cross a fork)
+            _close(db)
             db = None
         if db is None:
-            db, inode = self._open(budget)
+            db, identity = self._open(budget)
         else:
             db.execute(f"PRAGMA busy_timeout = {max(0, int(budget * 1000))}")
         try:
@@ -125,11 +127,11 @@ class LogFile:
         with self._lock:
             keep = generation == self._generation and len(self._idle) < IDLE
             if keep:
-                self._idle.append((db, inode))
+                self._idle.append((db, identity))
         if not keep:
             _close(db)
 
-    def _open(self, budget: float) -> tuple[sqlite3.Connection, int | None]:
+    def _open(self, budget: float) -> tuple[sqlite3.Connection, _Identity | None]:
         create_file(self.path)
         if not os.access(self.path, os.W_OK):
             # SQLite would open it read-only, and keep reusing that descriptor for this file
@@ -138,7 +140,7 @@ class LogFile:
         db = open_connection(self.path, budget, shared=True)
         try:
             migrate(db)
-            return db, _inode(self.path)
+            return db, _identity(self.path)
         except BaseException:
             _close(db)
             raise
@@ -184,12 +186,16 @@ class LogFile:
         return True
 
 
-def _inode(path: Path) -> int | None:
-    """The file's identity (``None``: it is gone)."""
+_Identity = tuple[int, int, int]
+
+
+def _identity(path: Path) -> _Identity | None:
+    """This process and the file now at ``path`` (``None``: no file there)."""
     try:
-        return os.stat(path).st_ino
+        found = os.stat(path)
     except OSError:
         return None
+    return os.getpid(), found.st_dev, found.st_ino
 
 
 def _close(db: sqlite3.Connection) -> None:

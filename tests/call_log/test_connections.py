@@ -4,6 +4,7 @@ never stuck on a file that changed under them (made newer, removed)."""
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import sqlite3
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from log_support import count_rows, logged, logging_client
 
 from ollm_lite.call_log._writer import _warned
+from ollm_lite.client import Client
 
 LOGGER = "ollm_lite.call_log"
 
@@ -74,3 +76,27 @@ def test_a_log_removed_while_a_client_has_it_open_is_made_again(tmp_path: Path) 
     assert llm.ask("b") == "two"
     assert [c.text for c in logged(path)] == ["two"]
     llm.close()
+
+
+def _ask_in_child(llm: Client, n: int) -> None:
+    assert llm.ask(f"child {n}") == "two"  # each child has its own copy of the script
+
+
+def test_children_forked_from_a_logging_client_log_on_connections_of_their_own(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "logs.db"
+    llm, _ = logging_client(path, "one", "two")
+    assert llm.ask("parent") == "one"  # the parent has a pooled connection when it forks
+    fork = multiprocessing.get_context("fork")
+    children = [fork.Process(target=_ask_in_child, args=(llm, n)) for n in range(3)]
+    for child in children:
+        child.start()
+    for child in children:
+        child.join(60)
+    assert [child.exitcode for child in children] == [0, 0, 0]
+    assert llm.ask("parent again") == "two"
+    llm.close()
+    texts = [c.messages[-1]["content"] for c in logged(path)]
+    assert texts[0] == "parent" and texts[-1] == "parent again"
+    assert sorted(texts[1:4]) == ["child 0", "child 1", "child 2"]
