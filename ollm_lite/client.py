@@ -125,10 +125,13 @@ class Client(ScriptCalls):
         self.close()
 
     def close(self) -> None:
-        """Close the provider's pooled connections; a later call opens new ones."""
+        """Close the provider's pooled connections and the call log's; a later call opens new
+        ones."""
         close = getattr(self.provider, "close", None)
         if callable(close):
             close()
+        if self.call_log is not None:
+            self.call_log.close()
 
     # ------------------------------------------------------------------ calls
 

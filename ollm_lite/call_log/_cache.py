@@ -41,11 +41,12 @@ def lookup(file: LogFile, key: str, budget: float) -> dict[str, Any] | None:
     """The latest good answer logged for ``key``, or ``None`` (a log that cannot be read is
     a miss: the request goes to the server)."""
     try:
-        db = file.connection(max(0.0, budget))
-        row = db.execute(
-            "SELECT answer FROM turns WHERE cache_key = ? AND ok = 1 ORDER BY rowid DESC LIMIT 1",
-            (key,),
-        ).fetchone()
+        with file.connection(max(0.0, budget)) as db:
+            row = db.execute(
+                "SELECT answer FROM turns WHERE cache_key = ? AND ok = 1 "
+                "ORDER BY rowid DESC LIMIT 1",
+                (key,),
+            ).fetchone()
     except (sqlite3.Error, OSError, NewerSchema) as exc:
         logger.debug("cache lookup in %s failed: %s", file.path, exc)
         return None

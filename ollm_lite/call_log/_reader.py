@@ -12,7 +12,7 @@ import json
 import math
 import sqlite3
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
@@ -25,7 +25,14 @@ from ._records import (
     tool_call_from_dict,
     usage_from_dict,
 )
-from ._schema import MIGRATIONS, NewerSchema, check_version, has_fts, open_connection
+from ._schema import (
+    MIGRATIONS,
+    NewerSchema,
+    check_version,
+    has_fts,
+    is_foreign,
+    open_connection,
+)
 
 __all__ = ["CallLog", "StatsKey"]
 
@@ -40,10 +47,11 @@ _BUSY = 5.0
 
 
 def _seconds_ago(value: Any, name: str) -> float:
-    """``value`` (a datetime, or seconds ago as a number/timedelta) as an epoch timestamp."""
+    """``value`` (a datetime, or seconds ago as a number/timedelta) as an epoch timestamp.
+
+    A naive datetime is local time, as Python's own ``datetime.timestamp()`` takes it
+    (``datetime.now() - timedelta(hours=1)`` is an hour ago)."""
     if isinstance(value, datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=UTC)
         return float(value.timestamp())
     if isinstance(value, timedelta):
         return time.time() - value.total_seconds()
@@ -83,6 +91,8 @@ class CallLog:
             self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        if self.path.is_file() and self.path.stat().st_size == 0:
+            return _empty()  # read as it is: not even a WAL header written into it
         try:
             try:
                 db = open_connection(self.path, _BUSY)
@@ -90,9 +100,8 @@ class CallLog:
                 db = open_connection(self.path, _BUSY, readonly=True)
             try:
                 version = check_version(db)
-                db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                if version == 0 and _has_tables(db):
-                    raise sqlite3.DatabaseError("not a call log")
+                if is_foreign(db):
+                    raise sqlite3.DatabaseError("not a call log: a database of something else")
                 self._fts = version > 0 and has_fts(db)
                 if version == 0:
                     db.close()
@@ -162,8 +171,9 @@ class CallLog:
         """Logged calls, newest first.
 
         Args:
-            since: Only calls started at or after this (a datetime, or seconds ago).
-            until: Only calls started before this.
+            since: Only calls started at or after this (a datetime, naive meaning local
+                time, or seconds ago).
+            until: Only calls started before this (the same).
             model: Only calls to this model.
             search: Only calls whose prompt or answer contains this text (full-text search
                 where the SQLite build has FTS5, else ``LIKE``).
@@ -329,10 +339,6 @@ class CallLog:
         except sqlite3.Error as exc:
             raise ConfigError(f"cannot prune the call log {self.path}: {exc}") from exc
         return int(removed)
-
-
-def _has_tables(db: sqlite3.Connection) -> bool:
-    return bool(db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0)
 
 
 def _empty() -> sqlite3.Connection:

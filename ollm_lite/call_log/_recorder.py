@@ -40,7 +40,7 @@ from ..types import (
 )
 from ._cache import cache_key, cached_events, lookup
 from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
-from ._writer import MAX_BUSY, LogFile, log_file
+from ._writer import MAX_BUSY, LogFile
 
 if TYPE_CHECKING:
     from .._prepare import Call
@@ -128,7 +128,7 @@ class CallLogger:
     ) -> None:
         self.path = Path(path)
         self.cache = cache
-        self.file: LogFile = log_file(self.path)
+        self.file = LogFile(self.path)
         self.provider_name = str(getattr(provider, "name", "") or "")
         self.host = host_of(_base_url(provider))
         self.hosts = sorted((self.host or "").split(", "))
@@ -137,6 +137,10 @@ class CallLogger:
 
     def __repr__(self) -> str:
         return f"CallLogger(path={str(self.path)!r}, cache={self.cache})"
+
+    def close(self) -> None:
+        """Close the connections to the log (a later call opens new ones)."""
+        self.file.close()
 
     def begin(
         self,

@@ -23,6 +23,7 @@ __all__ = [
     "NewerSchema",
     "create_file",
     "has_fts",
+    "is_foreign",
     "migrate",
     "open_connection",
     "schema_version",
@@ -108,30 +109,72 @@ def create_file(path: Path) -> None:
 
 
 def open_connection(
-    path: Path, busy_seconds: float, *, readonly: bool = False
+    path: Path, busy_seconds: float, *, readonly: bool = False, shared: bool = False
 ) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL, busy timeout set.
+
+    ``readonly`` opens the file for reading only (a read-only file or folder); ``shared``
+    lets the connection be used by one thread after another (never by two at once).
 
     Raises:
         sqlite3.Error: the file cannot be opened or is not a database.
     """
     if readonly:
-        uri = f"{path.resolve().as_uri()}?mode=ro"
-        db = sqlite3.connect(uri, uri=True, timeout=busy_seconds, isolation_level=None)
-    else:
-        db = sqlite3.connect(str(path), timeout=busy_seconds, isolation_level=None)
+        return _open_readonly(path, busy_seconds)
+    db = sqlite3.connect(
+        str(path), timeout=busy_seconds, isolation_level=None, check_same_thread=not shared
+    )
     try:
         db.execute(f"PRAGMA busy_timeout = {max(0, int(busy_seconds * 1000))}")
-        if not readonly:
-            mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
-            if mode is None or str(mode[0]).lower() != "wal":
-                raise sqlite3.OperationalError(f"cannot use WAL mode ({mode})")
-            db.execute("PRAGMA synchronous = NORMAL")
+        if is_foreign(db):  # checked before WAL mode would change someone else's file
+            raise sqlite3.DatabaseError("not a call log: a database of something else")
+        mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            raise sqlite3.OperationalError(f"cannot use WAL mode ({mode})")
+        db.execute("PRAGMA synchronous = NORMAL")
         db.execute("PRAGMA foreign_keys = ON")
     except BaseException:
         db.close()
         raise
     return db
+
+
+def _open_readonly(path: Path, busy_seconds: float) -> sqlite3.Connection:
+    """A read-only connection. A WAL file in a folder where its ``-shm`` index cannot be
+    created (and none is there) is read as it is on disk (``immutable=1``): no process is
+    writing it, or the index would be there."""
+    uri = path.resolve().as_uri()
+    try:
+        return _probed(f"{uri}?mode=ro", busy_seconds)
+    except sqlite3.OperationalError:
+        if Path(f"{path}-shm").exists():
+            raise
+    return _probed(f"{uri}?mode=ro&immutable=1", busy_seconds)
+
+
+def _probed(uri: str, busy_seconds: float) -> sqlite3.Connection:
+    db = sqlite3.connect(uri, uri=True, timeout=busy_seconds, isolation_level=None)
+    try:
+        db.execute(f"PRAGMA busy_timeout = {max(0, int(busy_seconds * 1000))}")
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def is_foreign(db: sqlite3.Connection) -> bool:
+    """Whether the file is a database of something else: no version, yet tables (read in
+    one statement, so one snapshot, while another process may be creating the log).
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a database.
+    """
+    row = db.execute(
+        "SELECT (SELECT user_version FROM pragma_user_version), "
+        "(SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
+    return bool(row is not None and row[0] == 0 and row[1] > 0)
 
 
 def schema_version(db: sqlite3.Connection) -> int:

@@ -251,41 +251,105 @@ def _cmd_switch(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
-_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _ENABLED = re.compile(r"^\s*enabled\s*=")
+_DOTTED_LOG = re.compile(r"^\s*log\s*\.")
+_DOTTED_ENABLED = re.compile(r"^\s*log\s*\.\s*enabled\s*=")
 
 
 def set_enabled(file: Path, on: bool) -> None:
     """Set ``[log] enabled`` in ``file``, keeping every other line (created when missing).
 
+    The edited text is checked by reading it back: it must differ from the file in
+    ``log.enabled`` alone.
+
     Raises:
-        ConfigError: ``CONFIG_INVALID`` when the file cannot be read or written.
+        ConfigError: ``CONFIG_INVALID`` when the file cannot be read, parsed or written, or
+            holds ``log`` in a form a line edit cannot change alone (an inline table).
     """
-    value = f"enabled = {'true' if on else 'false'}"
+    import tomllib
+
     try:
-        text = file.read_text("utf-8") if file.exists() else ""
-    except (OSError, UnicodeDecodeError) as exc:
+        text = file.read_bytes().decode("utf-8") if file.exists() else ""
+        before = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read the config file {file}: {exc}") from exc
+    newline = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines()
-    start = next(
-        (i for i, line in enumerate(lines) if (m := _HEADER.match(line)) and m[1].strip() == "log"),
-        None,
+    value = f"enabled = {'true' if on else 'false'}"
+    for edited in (*_in_log_table(lines, value), _as_dotted_key(lines, value)):
+        if edited is not None and _only_enabled_changed(before, edited, on):
+            _write(file, newline.join(edited) + newline)
+            return
+    raise ConfigError(
+        f"cannot set [log] enabled in {file} without changing anything else: set it by hand"
     )
+
+
+def _header(line: str) -> tuple[str, ...] | None:
+    """The table a ``[header]`` line opens (an array's ends with ``"[]"``); ``None`` for
+    another line."""
+    import tomllib
+
+    if not line.lstrip().startswith("["):
+        return None
+    try:
+        node: Any = tomllib.loads(line.strip() + "\n")
+    except tomllib.TOMLDecodeError:
+        return None
+    keys: list[str] = []
+    while isinstance(node, dict) and len(node) == 1:
+        key, node = next(iter(node.items()))
+        keys.append(key)
+    return (*keys, "[]") if isinstance(node, list) else tuple(keys)
+
+
+def _in_log_table(lines: list[str], value: str) -> list[list[str]]:
+    """``lines`` with ``enabled`` set under the ``[log]`` header (added at the end when there
+    is none): its ``enabled`` line replaced, else (or when that line was no key, but text in a
+    multi-line string) one added under the header."""
+    start = next((i for i, line in enumerate(lines) if _header(line) == ("log",)), None)
     if start is None:
-        if lines and lines[-1].strip():
-            lines.append("")
-        lines += ["[log]", value]
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if _HEADER.match(lines[i])), len(lines))
-        found = next((i for i in range(start + 1, end) if _ENABLED.match(lines[i])), None)
-        if found is None:
-            lines.insert(start + 1, value)
-        else:
-            lines[found] = value
+        tail = [""] if lines and lines[-1].strip() else []
+        return [[*lines, *tail, "[log]", value]]
+    end = next((i for i in range(start + 1, len(lines)) if _header(lines[i])), len(lines))
+    found = next((i for i in range(start + 1, end) if _ENABLED.match(lines[i])), None)
+    added = [*lines[: start + 1], value, *lines[start + 1 :]]
+    if found is None:
+        return [added]
+    return [[*lines[:found], value, *lines[found + 1 :]], added]
+
+
+def _as_dotted_key(lines: list[str], value: str) -> list[str] | None:
+    """``lines`` with ``log.enabled`` set where the file uses dotted ``log.`` keys at the top."""
+    dotted = f"log.{value}"
+    found = next((i for i, line in enumerate(lines) if _DOTTED_ENABLED.match(line)), None)
+    if found is not None:
+        return [*lines[:found], dotted, *lines[found + 1 :]]
+    first = next((i for i, line in enumerate(lines) if _DOTTED_LOG.match(line)), None)
+    return None if first is None else [*lines[:first], dotted, *lines[first:]]
+
+
+def _only_enabled_changed(before: dict[str, Any], edited: list[str], on: bool) -> bool:
+    import tomllib
+
+    try:
+        after = tomllib.loads("\n".join(edited) + "\n")
+    except tomllib.TOMLDecodeError:
+        return False
+    table, was = after.get("log"), before.get("log", {})
+    if not isinstance(table, dict) or table.get("enabled") is not on or not isinstance(was, dict):
+        return False
+    rest = {k: v for k, v in table.items() if k != "enabled"}
+    kept = {k: v for k, v in was.items() if k != "enabled"}
+    others = {k: v for k, v in after.items() if k != "log"}
+    return rest == kept and others == {k: v for k, v in before.items() if k != "log"}
+
+
+def _write(file: Path, text: str) -> None:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         temp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-        temp.write_text("\n".join(lines) + "\n", "utf-8")
+        temp.write_bytes(text.encode("utf-8"))
         if file.exists():
             os.chmod(temp, file.stat().st_mode & 0o777)
         os.replace(temp, file)

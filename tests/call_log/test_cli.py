@@ -10,6 +10,8 @@ import pytest
 from log_support import cli, logged, logging_client
 
 from ollm_lite import FinishEvent, TextEvent, Usage
+from ollm_lite.call_log.cli import set_enabled
+from ollm_lite.errors import ConfigError
 
 LONG = "Rayleigh scattering makes the sky blue. " * 20
 
@@ -160,3 +162,56 @@ def test_chat_log_and_no_log(tmp_path: Path) -> None:
     [second] = logged(path)
     assert second.messages[-1]["content"] == "And this one?"
     assert second.options.get("max_tokens") == 1024
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (  # an array of tables ends [log] as any header does
+            '[log]\npath = "x.db"\n[[servers]]\nenabled = true\n',
+            '[log]\nenabled = false\npath = "x.db"\n[[servers]]\nenabled = true\n',
+        ),
+        ('["log"] # quoted\nenabled = true\n', '["log"] # quoted\nenabled = false\n'),
+        ('log.enabled = true\nmodel = "m"\n', 'log.enabled = false\nmodel = "m"\n'),
+        ('log.path = "x.db"\n', 'log.enabled = false\nlog.path = "x.db"\n'),
+        ('model = "m"\r\n[log]\r\nenabled = 1\r\n', 'model = "m"\r\n[log]\r\nenabled = false\r\n'),
+        (  # a line of a multi-line string is no key
+            '[log]\npath = """\nenabled = true\n"""\n',
+            '[log]\nenabled = false\npath = """\nenabled = true\n"""\n',
+        ),
+    ],
+)
+def test_logs_off_changes_log_enabled_alone(tmp_path: Path, text: str, expected: str) -> None:
+    config = tmp_path / "config.toml"
+    config.write_bytes(text.encode("utf-8"))
+    set_enabled(config, False)
+    assert config.read_bytes().decode("utf-8") == expected
+
+
+def test_logs_off_leaves_an_inline_log_table_to_the_user(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("log = { enabled = true }\n", "utf-8")
+    with pytest.raises(ConfigError, match="by hand"):
+        set_enabled(config, False)
+    assert config.read_text("utf-8") == "log = { enabled = true }\n"
+    done = cli(tmp_path, None, "--config", str(config), "logs", "off")
+    assert done.returncode == 1 and "by hand" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("logs", "--model", "other", "--json"),
+        ("logs", "list", "--model", "other", "--json"),
+        ("logs", "list", "--json", "--model", "other"),
+        ("logs", "--model", "other", "list", "--json"),
+        ("--model", "other", "logs", "--json"),
+        ("--model", "other", "logs", "list", "--json"),
+    ],
+)
+def test_logs_model_filters_wherever_it_is_given(tmp_path: Path, args: tuple[str, ...]) -> None:
+    path = tmp_path / "logs.db"
+    _fill(path)
+    done = cli(tmp_path, path, *args)
+    assert done.returncode == 0, done.stderr
+    assert [c["model"] for c in json.loads(done.stdout)] == ["other"]

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 from log_support import count_rows, logged, logging_client
 
-from ollm_lite.call_log._writer import _files, log_file
+from ollm_lite.call_log._writer import _warned
 
 LOGGER = "ollm_lite.call_log"
 
 
 @pytest.fixture(autouse=True)
 def _fresh_warnings() -> None:
-    _files.clear()  # each test's paths warn afresh
+    _warned.clear()  # each test's paths warn afresh
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -39,7 +39,7 @@ def test_a_read_only_log_warns_once_and_a_later_call_tries_again(
     assert first.ask("make the file") == "first"
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    _files.clear()
+    _warned.clear()
     llm, _ = logging_client(path, "second", "third", "fourth")
     path.chmod(0o400)
     tmp_path.chmod(0o500)
@@ -69,6 +69,22 @@ def test_a_file_that_is_no_database_costs_a_warning_not_the_call(
     assert path.read_bytes() == b"definitely not sqlite " * 500
 
 
+def test_a_database_of_something_else_is_never_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    before = path.read_bytes()
+    llm, _ = logging_client(path, "fine", "still fine")
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
+        assert llm.ask("x") == "fine"
+        assert llm.ask("y") == "still fine"
+    [warning] = _warnings(caplog)
+    assert "something else" in warning
+    assert path.read_bytes() == before
+
+
 def test_a_damaged_file_costs_a_warning_not_the_call(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -81,7 +97,7 @@ def test_a_damaged_file_costs_a_warning_not_the_call(
     data[4096:] = b"\xff" * (len(data) - 4096)  # every page after the first is garbage
     path.write_bytes(bytes(data))
     Path(f"{path}-wal").unlink(missing_ok=True)
-    _files.clear()
+    _warned.clear()
     other, _ = logging_client(path, "two")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert other.ask("again") == "two"
@@ -94,7 +110,7 @@ def test_a_newer_log_is_left_alone(tmp_path: Path, caplog: pytest.LogCaptureFixt
     llm.ask("make it")
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA user_version = 42")
-    _files.clear()
+    _warned.clear()
     newer, _ = logging_client(path, "answer")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert newer.ask("x") == "answer"
@@ -131,9 +147,10 @@ def test_a_full_disk_costs_a_warning_not_the_call(
     path = tmp_path / "logs.db"
     llm, _ = logging_client(path, "one", "x" * 200_000, "three")
     llm.ask("make it")
-    db = log_file(path).connection(5.0)  # this thread's connection, the one the next call uses
-    pages = db.execute("PRAGMA page_count").fetchone()[0]
-    db.execute(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL on the next page
+    assert llm.call_log is not None
+    with llm.call_log.file.connection(5.0) as db:  # the pooled one the next call takes
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages}")  # SQLITE_FULL on the next page
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert llm.ask("a long answer") == "x" * 200_000
     assert len(_warnings(caplog)) == 1 and "full" in _warnings(caplog)[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -74,6 +75,26 @@ def test_calls_are_newest_first_and_filtered(tmp_path: Path) -> None:
             log.get("no-such-id")
 
 
+@pytest.fixture
+def _five_hours_east(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv("TZ", "ABC-5")  # a POSIX rule (no tz database needed): UTC+5
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("_five_hours_east")
+def test_a_naive_datetime_is_local_time(tmp_path: Path) -> None:
+    path = tmp_path / "logs.db"
+    _fill(path)
+    with open_log(path) as log:
+        assert len(log.calls(since=datetime.now() - timedelta(minutes=10))) == 3
+        assert log.calls(until=datetime.now() - timedelta(minutes=10)) == []
+        assert len(log.calls(until=datetime.now() + timedelta(minutes=10))) == 3
+        assert len(log.stats(since=datetime.now() - timedelta(minutes=10))) == 2
+
+
 def test_stats_by_each_key(tmp_path: Path) -> None:
     path = tmp_path / "logs.db"
     _fill(path)
@@ -121,8 +142,19 @@ def test_a_database_of_something_else_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as db:
         db.execute("CREATE TABLE notes (body TEXT)")
-    with pytest.raises(ConfigError):
+    before = path.read_bytes()
+    with pytest.raises(ConfigError, match="something else"):
         open_log(path)
+    assert path.read_bytes() == before  # not even switched to WAL mode
+    assert not Path(f"{path}-wal").exists()
+
+
+def test_an_empty_file_reads_as_an_empty_log_and_stays_empty(tmp_path: Path) -> None:
+    path = tmp_path / "logs.db"
+    path.touch()
+    with open_log(path) as log:
+        assert log.calls() == [] and log.stats() == []
+    assert path.read_bytes() == b""
 
 
 def test_a_newer_log_is_a_config_error(tmp_path: Path) -> None:
@@ -147,6 +179,26 @@ def test_a_read_only_log_can_still_be_read(tmp_path: Path) -> None:
             assert len(log.calls()) == 3
     finally:
         tmp_path.chmod(0o700)
+        path.chmod(0o600)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes read-only files anyway")
+def test_a_closed_read_only_log_in_a_read_only_folder_can_still_be_read(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    path = folder / "logs.db"
+    _fill(path)
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    for name in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        name.unlink(missing_ok=True)  # as the last writer leaves it when it closes
+    path.chmod(0o400)
+    folder.chmod(0o500)  # no -shm index can be made next to it
+    try:
+        with open_log(path) as log:
+            assert [c.text for c in log.calls()] == ["Seven", "Paris", "Rayleigh scattering"]
+    finally:
+        folder.chmod(0o700)
         path.chmod(0o600)
 
 

@@ -17,7 +17,6 @@ from ollm_lite import (
     ToolCallEvent,
 )
 from ollm_lite.call_log import open_log
-from ollm_lite.call_log._writer import _files
 
 SECRET = "hdr-SECRET-value-1234"
 # No "@": text shaped like URL user-info ("scheme://user@") is masked as a credential.
@@ -60,7 +59,7 @@ def test_content_round_trips_except_masked_secrets(
         assert reply.finish == "tool_calls"
         with open_log(path) as log:
             [logged] = log.calls()
-        _files.clear()
+        llm.close()
     user = logged.messages[-1]
     assert user == {"role": "user", "content": _masked(prompt)}
     if system:
