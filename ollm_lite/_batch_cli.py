@@ -23,7 +23,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._cli_common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, positive_int
+from ._cli_common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    error_line,
+    positive_int,
+)
+from ._terminal_text import PrintableFormatter, printable
 
 if TYPE_CHECKING:
     from .providers.base import ProviderAdapter
@@ -170,7 +179,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
             resolve_model=lambda: _server_model(ctx, provider),
         )
     except BatchFileError as exc:
-        ctx.err.write(f"ollm-lite: error [{exc.code}]: {exc.message}\n")
+        ctx.err.write(error_line(exc.message, exc.code))
         return EXIT_USAGE
     finally:
         close = getattr(provider, "close", None)
@@ -181,9 +190,10 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
                 logging.getLogger(name).removeHandler(handler)
     printer.finish(summary)
     left = summary.remaining
+    output = printable(args.output)  # the status lines quote it: no escapes on the terminal
     ctx.say(
         f"batch: {summary.done} done, {summary.failed} failed, {summary.skipped} already in "
-        f"{args.output}" + (f", {left} not run" if left else "") + f" ({summary.seconds:.1f} s)"
+        f"{output}" + (f", {left} not run" if left else "") + f" ({summary.seconds:.1f} s)"
     )
     if stops.interrupted:
         ctx.say("ollm-lite: interrupted; run the same command again to resume")
@@ -191,7 +201,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     if summary.failed_in_output:
         kept = summary.failed_in_output - summary.failed
         ctx.say(
-            f"ollm-lite: {summary.failed_in_output} line(s) of {args.output} hold an error"
+            f"ollm-lite: {summary.failed_in_output} line(s) of {output} hold an error"
             + (f" ({kept} from an earlier run)" if kept else "")
             + "; run the same command with --retry-failed to run them again"
         )
@@ -208,8 +218,7 @@ def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
     if ctx.debug:
         return None
     handler = logging.StreamHandler(ctx.err)
-    # On a terminal, clear the progress bar's line first; it is redrawn after.
-    handler.setFormatter(logging.Formatter(("\r\x1b[2K" if tty else "") + "ollm-lite: %(message)s"))
+    handler.setFormatter(_LogFormatter("\r\x1b[2K" if tty else ""))
     handler.setLevel(logging.INFO)
     for name in _SHOWN_LOGGERS:
         shown = logging.getLogger(name)
@@ -217,6 +226,19 @@ def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
         if shown.getEffectiveLevel() > logging.INFO:
             shown.setLevel(logging.INFO)
     return handler
+
+
+class _LogFormatter(PrintableFormatter):
+    """``ollm-lite: message`` without control characters (it may quote a path or a server),
+    after ``clear``: on a terminal, the sequence clearing the progress bar's line (redrawn
+    after)."""
+
+    def __init__(self, clear: str) -> None:
+        super().__init__(f"{PROG}: %(message)s")
+        self.clear = clear
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.clear + super().format(record)
 
 
 def _server_model(ctx: Any, provider: ProviderAdapter) -> str:
@@ -239,7 +261,7 @@ def _cmd_make(args: argparse.Namespace, ctx: Any) -> int:
             id_column=args.id_column,
         )
     except BatchFileError as exc:
-        ctx.err.write(f"ollm-lite: error [{exc.code}]: {exc.message}\n")
+        ctx.err.write(error_line(exc.message, exc.code))
         return EXIT_USAGE
-    ctx.say(f"wrote {count} request(s) to {args.output}")
+    ctx.say(f"wrote {count} request(s) to {printable(args.output)}")
     return EXIT_OK

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._linked_event import LinkedEvent
@@ -62,7 +62,9 @@ def run_batch(
         output_path: The JSONL output (``{id, custom_id, response, error}``), created or resumed.
         client: A connected client (``ollm_lite.connect(...)``; a fleet with ``hosts=``);
             ``None`` connects with the configuration, as the CLI does. Its model (else the
-            server's only chat model) is used for lines whose body has none.
+            server's only chat model) is used for lines whose body has none, and its options
+            (``connect(**options)``) wherever a line's body does not set the same thing:
+            ``headers`` go with every request, ``timeout`` is each line's deadline.
         concurrency: Requests in flight (default: the fleet's capacity, else 4).
         cancel: Setting it interrupts the requests in flight (not written; the next run sends
             them again) and returns the summary so far.
@@ -90,6 +92,7 @@ def run_batch(
             str(output_path),
             model=connected.model,
             resolve_model=_model_resolver(connected),
+            options=getattr(connected, "options", None),
             concurrency=concurrency,
             cancel=cancel,
             progress=progress,
@@ -126,8 +129,10 @@ def run_with_provider(
     retry_failed: bool = False,
     stops: Stops | None = None,
     resolve_model: Callable[[], str] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> BatchSummary:
-    """:func:`run_batch` over a provider object (or fleet) and a default model.
+    """:func:`run_batch` over a provider object (or fleet), a default model and default
+    options (a client's, as :class:`~ollm_lite.client.Options`).
 
     With ``stops`` given (the CLI, which owns the process), Ctrl-C is always handled and
     reported in ``stops.interrupted`` instead of raising ``KeyboardInterrupt``.
@@ -154,6 +159,7 @@ def run_with_provider(
             progress=callback,
             retry_failed=retry_failed,
             resolve_model=resolve_model,
+            options=options,
         )
     if printer is not None:
         printer.finish(summary)

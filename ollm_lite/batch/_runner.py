@@ -19,11 +19,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._linked_event import LinkedEvent
+from .._options import resolve
 from ..call_log._batch import chat_line
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
@@ -93,16 +95,21 @@ def load_jobs(
     input_path: str,
     default_model: str | None,
     resolve_model: Callable[[], str] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> list[Job]:
     """Read, validate and translate the whole input file.
 
     ``resolve_model`` is asked (once) for the default model only when a line has none and
-    ``default_model`` is ``None`` (a client that finds its model on the server).
+    ``default_model`` is ``None`` (a client that finds its model on the server). ``options``
+    are the client's defaults (``connect(**options)``), applied where a line's body does not
+    set the same thing.
 
     Raises:
         BatchFileError: ``CONFIG_INVALID`` for an unreadable file, bad JSON, missing or
             duplicate ``custom_id``, an unsupported ``url`` or a body that cannot be sent.
+        ConfigError: ``CONFIG_INVALID`` for a bad default option.
     """
+    defaults = resolve(options) if options else None
     fd = open_regular(str(input_path), os.O_RDONLY | getattr(os, "O_BINARY", 0), "batch input")
     try:
         with open(fd, "rb") as f:
@@ -119,7 +126,7 @@ def load_jobs(
         default_model = resolve_model()
     for item in items:
         try:
-            jobs.append(job_for(item, default_model))
+            jobs.append(job_for(item, default_model, defaults))
         except BodyProblem as exc:
             problems.append({"line": item.line, "message": str(exc)})
     raise_problems(str(input_path), problems)
@@ -132,7 +139,10 @@ def _execute(provider: ProviderAdapter, job: Job, cancel: threading.Event) -> di
         if isinstance(job, ChatJob):
             result = chat_line(provider, job.request, job.custom_id, cancel)  # maybe logged
             return success_line(job.custom_id, chat_completion(result, job.request.model))
-        vectors = call_with_cancel(provider, "embed", job.texts, job.model, cancel=cancel)
+        waits: threading.Event = cancel  # with the line's deadline, when the client sets one
+        if job.timeout is not None:
+            waits = LinkedEvent(cancel, deadline=time.monotonic() + job.timeout)
+        vectors = call_with_cancel(provider, "embed", job.texts, job.model, cancel=waits)
         return success_line(job.custom_id, embeddings_list(vectors, job.model))
     except OllmError as exc:
         if isinstance(exc, Cancelled) and cancel.is_set():
@@ -156,10 +166,11 @@ def run_file(
     progress: Callable[[BatchSummary], None] | None,
     retry_failed: bool,
     resolve_model: Callable[[], str] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> BatchSummary:
     """Run every request of ``input_path`` not yet in ``output_path``; see :func:`run_batch`."""
     started = time.monotonic()
-    jobs = load_jobs(input_path, model, resolve_model)
+    jobs = load_jobs(input_path, model, resolve_model, options)
     workers = concurrency_for(provider, concurrency)
     if _same_file(input_path, output_path):
         raise BatchFileError(

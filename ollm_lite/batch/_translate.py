@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import OllmError
+from .._options import ResolvedOptions
+from ..errors import ConfigError, OllmError
 from ..providers._openai_wire import message_from_openai
 from ..types import (
     ChatResult,
@@ -33,7 +34,15 @@ from ..types import (
 )
 from ._format import CHAT_URL, BatchInput
 
-__all__ = ["ChatJob", "EmbedJob", "Job", "chat_completion", "embeddings_list", "job_for"]
+__all__ = [
+    "ChatJob",
+    "EmbedJob",
+    "Job",
+    "chat_completion",
+    "embeddings_list",
+    "job_for",
+    "with_defaults",
+]
 
 #: Keys with no meaning for one blocking answer, dropped rather than sent.
 _DROPPED = frozenset({"stream", "stream_options", "n", "user", "metadata", "store"})
@@ -59,13 +68,18 @@ class EmbedJob:
     custom_id: str
     texts: list[str]
     model: str
+    timeout: float | None = None
+    """The line's deadline in seconds (the client's ``timeout``); ``None``: none."""
 
 
 Job = ChatJob | EmbedJob
 
 
-def job_for(item: BatchInput, default_model: str | None) -> Job:
-    """The provider call for one input line.
+def job_for(
+    item: BatchInput, default_model: str | None, defaults: ResolvedOptions | None = None
+) -> Job:
+    """The provider call for one input line, over the client's ``defaults`` (see
+    :func:`with_defaults`).
 
     Raises:
         BodyProblem: the body cannot be sent (no model, no messages, ``stream: true`` …).
@@ -77,8 +91,64 @@ def job_for(item: BatchInput, default_model: str | None) -> Job:
     if not isinstance(model, str) or not model:
         raise BodyProblem(f"body.model must be a non-empty string, not {model!r}")
     if item.url == CHAT_URL:
-        return ChatJob(item.custom_id, chat_request(body, model))
-    return EmbedJob(item.custom_id, _embed_texts(body), model)
+        request = chat_request(body, model)
+        if defaults is not None:
+            request = with_defaults(request, body, defaults)
+        return ChatJob(item.custom_id, request)
+    timeout = defaults.timeout if defaults is not None else None
+    return EmbedJob(item.custom_id, _embed_texts(body), model, timeout)
+
+
+#: Body keys that carry the reasoning switch on one wire or another (then ``think`` is the
+#: line's own, sent verbatim).
+_THINK_KEYS = ("think", "reasoning_effort", "reasoning")
+
+
+def with_defaults(
+    request: ProviderRequest, body: dict[str, Any], defaults: ResolvedOptions
+) -> ProviderRequest:
+    """``request`` with the client's options wherever the line's ``body`` does not set the
+    same thing: the body is the request (OpenAI's batch format), the client fills the gaps.
+
+    Generation options fill the fields the body leaves unset; ``extra_body`` keys are added
+    unless the body has that key; ``think`` and ``keep_alive`` unless the body carries its own
+    (sent verbatim, they would win on the wire anyway); ``tool_choice`` when the body has none;
+    ``headers`` and ``timeout`` (the line's deadline) always, as a body cannot say them.
+
+    Raises:
+        BodyProblem: the client's ``tool_choice`` needs a tool this line does not offer.
+    """
+    own = request.options
+    given = defaults.generation
+    filled = {
+        name: getattr(given, name)
+        for name in (
+            "temperature", "max_tokens", "top_p", "top_k", "repeat_penalty", "seed", "stop",
+            "presence_penalty", "frequency_penalty",
+        )
+        if getattr(own, name) is None
+    }  # fmt: skip
+    extra = {k: v for k, v in given.extra_body.items() if k not in body}
+    options = replace(own, **filled, extra_body={**extra, **own.extra_body})
+    tool_choice = request.tool_choice
+    if body.get("tool_choice") is None and defaults.tool_choice != "auto":
+        from .._prepare import check_tool_choice
+
+        try:
+            check_tool_choice(defaults.tool_choice, None, tuple(request.tools or ()))
+        except ConfigError as exc:
+            raise BodyProblem(f"the client's default {exc.message}") from None
+        tool_choice = defaults.tool_choice
+    own_think = any(key in body for key in _THINK_KEYS)
+    return replace(
+        request,
+        options=options,
+        tool_choice=tool_choice,
+        think=request.think if own_think else defaults.think,
+        keep_alive=request.keep_alive if "keep_alive" in body else defaults.keep_alive,
+        headers={**(defaults.headers or {}), **request.headers},
+        timeout=defaults.timeout,
+    )
 
 
 def _embed_texts(body: dict[str, Any]) -> list[str]:

@@ -69,6 +69,10 @@ class _LineLogging:
 
     def line(self, request: ProviderRequest, custom_id: str, cancel: threading.Event) -> ChatResult:
         recorder = self._logger.begin(self._source, custom_id=custom_id, model=request.model)
+        if request.headers:  # the client's headers: secrets, as in every logged call
+            recorder.mask = self._logger.masker(list(request.headers.values()))
+        if request.timeout is not None:  # the client's timeout: the line's deadline
+            recorder.deadline = recorder.started + request.timeout
         described = recorder.request_dict(request)
         recorder.messages = described["messages"]
         recorder.options = dict(described["options"])
