@@ -5,7 +5,7 @@ Options:
     --json          print the results as JSON instead of a table
     --markdown      print Markdown tables (what benchmarks/RESULTS.md holds)
     --only A,B      run only these sections: streams, import, chat, cancel, memory, parsers,
-                    batch
+                    batch, call_log
     --render FILE   print the table (or with --markdown, Markdown) of a saved --json run
 
 Peers (openai-python, ollama-python) come from the ``bench`` extra:
@@ -25,6 +25,7 @@ from dataclasses import asdict
 
 from . import (
     bench_batch,
+    bench_call_log,
     bench_cancel,
     bench_chat,
     bench_import,
@@ -43,6 +44,7 @@ SECTIONS: dict[str, Callable[[Settings, ServerProcess | None], Report]] = {
     "memory": bench_memory.run,
     "parsers": bench_parsers.run,
     "batch": bench_batch.run,
+    "call_log": bench_call_log.run,
 }
 
 

@@ -113,6 +113,11 @@ _EXPORTS: dict[str, str] = {
     # batches and fleets
     "BatchSummary": "batch",
     "run_batch": "batch",
+    # the call log
+    "CallLog": "call_log",
+    "CallStats": "call_log",
+    "LoggedCall": "call_log",
+    "open_log": "call_log",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"], key=str.casefold)
@@ -135,6 +140,12 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
     from .batch import (
         BatchSummary as BatchSummary,
         run_batch as run_batch,
+    )
+    from .call_log import (
+        CallLog as CallLog,
+        CallStats as CallStats,
+        LoggedCall as LoggedCall,
+        open_log as open_log,
     )
     from .chat import (
         ChatClient as ChatClient,

@@ -9,7 +9,12 @@ Standard library only.
 
 from __future__ import annotations
 
-__all__ = ["exception_text", "json_type", "safe_str", "type_name"]
+import reprlib
+
+__all__ = ["exception_text", "json_type", "safe_str", "short_repr", "type_name"]
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 60, 60
 
 #: JSON Schema's name for each JSON type but null; ``bool`` before ``int``, which it subclasses.
 _JSON_TYPES: tuple[tuple[type, str], ...] = (
@@ -37,6 +42,18 @@ def safe_str(value: object) -> str:
     """``str(value)``, or ``<TypeName object>`` when its ``__str__`` raises."""
     text = _str_or_none(value)
     return f"<{type_name(value)} object>" if text is None else text
+
+
+def short_repr(value: object) -> str:
+    """A short ``repr`` for messages: nesting and long texts cut (never a ``RecursionError``),
+    the type's name when the value's own ``__repr__`` fails."""
+    try:
+        text = _REPR.repr(value)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # a foreign __repr__ may raise anything, even SystemExit
+        return f"<{type_name(value)} object>"
+    return text if isinstance(text, str) else f"<{type_name(value)} object>"
 
 
 def exception_text(exc: BaseException) -> str:

@@ -20,7 +20,8 @@
 as an ``ErrorEvent`` carrying :meth:`OllmError.to_info`; non-streaming methods raise.
 
 Invariants: constructors have no side effects; every exception survives ``pickle``; no
-exception text contains a secret — the transport redacts API keys before building one.
+exception text contains a secret — the transport (and an MCP session) masks API keys, URL
+passwords, header and ``env`` values before raising (:mod:`ollm_lite.http.secrets`).
 """
 
 from __future__ import annotations

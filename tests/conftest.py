@@ -22,7 +22,7 @@ import responses
 from hypothesis import HealthCheck, settings
 from responses.registries import FirstMatchRegistry, OrderedRegistry
 
-_CONFIG_VARS = ("OLLM_CONFIG", "OLLM_PROVIDER", "OLLM_MODEL")
+_CONFIG_VARS = ("OLLM_CONFIG", "OLLM_PROVIDER", "OLLM_MODEL", "OLLM_LOG")
 
 # No per-example deadline (the default is 200 ms) and no "data generation too slow" failure.
 # Tests keep their own max_examples; those that set these two themselves are unaffected.
@@ -35,6 +35,8 @@ def _no_user_configuration(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     folder = tmp_path_factory.mktemp("xdg-config")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_CONFIG_HOME", str(folder))
+        # the call log's default file too: a test never writes into the user's own log
+        patch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
         for name in _CONFIG_VARS:
             patch.delenv(name, raising=False)
         yield folder

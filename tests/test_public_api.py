@@ -22,6 +22,7 @@ tool Tool ToolRegistry ChatClient Conversation TokenCounter ReActToolHandler Oll
 ConnectionFailed RequestTimeout HTTPStatusError AuthenticationError RateLimited ModelNotFound
 BadResponse Cancelled ConfigError ProviderNotFound TokenLimitExceeded UnsupportedOperation
 load_config validate_config Config ConfigIssue
+open_log CallLog LoggedCall CallStats
 """)
 PROVIDER_NAMES = [
     "ProviderAdapter",

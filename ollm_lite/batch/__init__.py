@@ -24,9 +24,11 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from .._cancel_link import LinkedEvent
+from ..call_log._batch import batch_provider
 from ._format import BatchFileError
 from ._make import make_input
 from ._progress import BatchProgressPrinter
@@ -60,7 +62,9 @@ def run_batch(
         output_path: The JSONL output (``{id, custom_id, response, error}``), created or resumed.
         client: A connected client (``ollm_lite.connect(...)``; a fleet with ``hosts=``);
             ``None`` connects with the configuration, as the CLI does. Its model (else the
-            server's only chat model) is used for lines whose body has none.
+            server's only chat model) is used for lines whose body has none, and its options
+            (``connect(**options)``) wherever a line's body does not set the same thing:
+            ``headers`` go with every request, ``timeout`` is each line's deadline.
         concurrency: Requests in flight (default: the fleet's capacity, else 4).
         cancel: Setting it interrupts the requests in flight (not written; the next run sends
             them again) and returns the summary so far.
@@ -70,22 +74,25 @@ def run_batch(
             they run again.
 
     Returns:
-        The :class:`BatchSummary` of this run.
+        The :class:`BatchSummary` of this run; its ``failed_in_output`` also counts the failed
+        lines kept from earlier runs (nonzero: the output is not all answers yet).
 
     Raises:
         BatchFileError: ``CONFIG_INVALID`` before any request for an unreadable or invalid
-            input (bad JSON, missing or duplicate ``custom_id``, unsupported ``url``, a body
-            that cannot be sent) or an output that is not this input's.
+            input (bad JSON, ``NaN`` included, a line over 16 MiB, missing or duplicate
+            ``custom_id``, unsupported ``url``, a body that cannot be sent), an output that is
+            not this input's, or a path that is no regular file.
         ConfigError: ``CONFIG_INVALID`` for a bad ``concurrency`` or an unwritable output.
         KeyboardInterrupt: after a Ctrl-C, once the lines in flight are written.
     """
     with _connected(client) as connected:
         return run_with_provider(
-            connected.provider,
+            batch_provider(connected, input_path),  # each line in the call log, if it logs
             str(input_path),
             str(output_path),
             model=connected.model,
             resolve_model=_model_resolver(connected),
+            options=getattr(connected, "options", None),
             concurrency=concurrency,
             cancel=cancel,
             progress=progress,
@@ -122,15 +129,18 @@ def run_with_provider(
     retry_failed: bool = False,
     stops: Stops | None = None,
     resolve_model: Callable[[], str] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> BatchSummary:
-    """:func:`run_batch` over a provider object (or fleet) and a default model.
+    """:func:`run_batch` over a provider object (or fleet), a default model and default
+    options (a client's, as :class:`~ollm_lite.client.Options`).
 
     With ``stops`` given (the CLI, which owns the process), Ctrl-C is always handled and
     reported in ``stops.interrupted`` instead of raising ``KeyboardInterrupt``.
     """
     own = stops is not None
     if stops is None:
-        stops = Stops(cancel=cancel) if cancel is not None else Stops()
+        # the run sets its own event (leaving early, a second Ctrl-C); the caller's is only read
+        stops = Stops(cancel=LinkedEvent(cancel))
     printer: BatchProgressPrinter | None = None
     callback: Callable[[BatchSummary], None] | None = None
     if progress is True:
@@ -149,6 +159,7 @@ def run_with_provider(
             progress=callback,
             retry_failed=retry_failed,
             resolve_model=resolve_model,
+            options=options,
         )
     if printer is not None:
         printer.finish(summary)

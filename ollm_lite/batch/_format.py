@@ -20,29 +20,43 @@ object in ``response`` and adds ``error = {code, message}``; a failure with no H
 (connection refused, timeout) has ``response = null`` and ``error = {code, message}`` with the
 library's stable error code.
 
-Everything here is pure: bytes and dicts in, bytes and dicts out. Invalid input is reported
-all at once (up to :data:`MAX_PROBLEMS` problems, each with its line number) as a
-:class:`BatchFileError` before anything is sent.
+Everything here is pure: bytes, open binary files and dicts in, bytes and dicts out. Invalid
+input is reported all at once (up to :data:`MAX_PROBLEMS` problems, each with its line number)
+as a :class:`BatchFileError` before anything is sent.
+
+Bounded lines: files are read as streams of lines of at most :data:`MAX_LINE` bytes (the limit
+the stream decoders put on a server's lines), never whole; a longer input line is a problem
+of its own, and an output line that would be longer is written as that line's error instead,
+so every output line can be read back on resume. JSON is strict: ``NaN`` and ``Infinity``
+(which Python's :mod:`json` accepts but RFC 8259 does not) make an input line invalid.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
-from ..errors import ConfigError, OllmError
+from ..errors import BadResponse, ConfigError, OllmError
+from ..streams._line_buffer import DEFAULT_MAX_LINE
 
 __all__ = [
     "CHAT_URL",
     "EMBEDDINGS_URL",
+    "MAX_CUSTOM_ID",
+    "MAX_LINE",
     "MAX_PROBLEMS",
     "SUPPORTED_URLS",
     "BatchFileError",
     "BatchInput",
     "error_line",
     "is_failed",
+    "iter_lines",
+    "loads_strict",
+    "output_line",
     "parse_input",
     "parse_output_line",
     "success_line",
@@ -53,6 +67,10 @@ EMBEDDINGS_URL = "/v1/embeddings"
 SUPPORTED_URLS = (CHAT_URL, EMBEDDINGS_URL)
 #: Problems listed in one :class:`BatchFileError` before the rest are only counted.
 MAX_PROBLEMS = 20
+#: Longest line of a batch file, input or output, in bytes (without its ``\\n``).
+MAX_LINE = DEFAULT_MAX_LINE
+#: Longest ``custom_id``, in characters: an error line, which repeats it, always fits a line.
+MAX_CUSTOM_ID = 65536
 
 Endpoint = Literal["/v1/chat/completions", "/v1/embeddings"]
 
@@ -93,6 +111,48 @@ def raise_problems(path: str, problems: list[dict[str, Any]], what: str = "input
     )
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def loads_strict(raw: bytes | str) -> Any:
+    """``json.loads`` without ``NaN``, ``Infinity`` and ``-Infinity`` (RFC 8259 JSON).
+
+    Raises:
+        ValueError: not valid JSON (``json.JSONDecodeError`` included).
+        RecursionError: nested too deeply.
+    """
+    return json.loads(raw, parse_constant=_reject_constant)
+
+
+def iter_lines(f: BinaryIO, max_line: int = MAX_LINE) -> Iterator[tuple[bytes | None, int, bool]]:
+    """Each line of a binary file, read as a stream: ``(line, length, terminated)``.
+
+    ``line`` is the line without its ``\\n`` (``None`` when it is longer than ``max_line``
+    bytes: it is skipped without being held), ``length`` its length in bytes, ``terminated``
+    whether a ``\\n`` ended it (only the last line may lack one). At most ``max_line`` + 1 bytes
+    are held at a time.
+    """
+    while True:
+        raw = f.readline(max_line + 1)
+        if not raw:
+            return
+        if raw.endswith(b"\n"):
+            yield raw[:-1], len(raw) - 1, True
+            continue
+        if len(raw) <= max_line:  # the last line, unterminated
+            yield raw, len(raw), False
+            return
+        length = len(raw)
+        terminated = False
+        while chunk := f.readline(1 << 20):  # the rest of the long line, dropped
+            terminated = chunk.endswith(b"\n")
+            length += len(chunk) - terminated
+            if terminated:
+                break
+        yield None, length, terminated
+
+
 def _check_request(obj: Any, lineno: int, problems: list[dict[str, Any]]) -> BatchInput | None:
     if not isinstance(obj, dict):
         _problem(problems, lineno, "a line must be a JSON object")
@@ -100,6 +160,9 @@ def _check_request(obj: Any, lineno: int, problems: list[dict[str, Any]]) -> Bat
     custom_id = obj.get("custom_id")
     if not isinstance(custom_id, str) or not custom_id:
         _problem(problems, lineno, "missing custom_id (a non-empty string)")
+        return None
+    if len(custom_id) > MAX_CUSTOM_ID:
+        _problem(problems, lineno, f"custom_id is longer than {MAX_CUSTOM_ID} characters")
         return None
     method = obj.get("method", "POST")
     if method != "POST":
@@ -120,27 +183,33 @@ def _check_request(obj: Any, lineno: int, problems: list[dict[str, Any]]) -> Bat
     return BatchInput(custom_id, url, body, lineno)
 
 
-def parse_input(data: bytes, path: str = "<input>") -> list[BatchInput]:
-    """Every request of a batch input file, validated.
+def parse_input(source: bytes | BinaryIO, path: str = "<input>") -> list[BatchInput]:
+    """Every request of a batch input file (its bytes, or an open binary file read as a
+    stream of lines of at most :data:`MAX_LINE` bytes), validated.
 
     Blank lines are skipped (as vLLM's reader does); everything else must be a request object
     with a unique, non-empty ``custom_id``, ``method`` ``POST`` (may be left out), a supported
     ``url`` and an object ``body``.
 
     Raises:
-        BatchFileError: ``CONFIG_INVALID`` listing bad JSON, missing or duplicate
-            ``custom_id`` and unsupported ``url`` lines.
+        BatchFileError: ``CONFIG_INVALID`` listing lines that are too long, bad JSON
+            (``NaN`` and ``Infinity`` included), missing, too long or duplicate ``custom_id``
+            and unsupported ``url`` lines.
     """
+    f = io.BytesIO(source) if isinstance(source, bytes | bytearray) else source
     problems: list[dict[str, Any]] = []
     out: list[BatchInput] = []
     first_line: dict[str, int] = {}
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+    for lineno, (raw, _, _) in enumerate(iter_lines(f), start=1):
+        if raw is None:
+            _problem(problems, lineno, f"the line is longer than {MAX_LINE} bytes")
+            continue
+        if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
         if not raw.strip():
             continue
         try:
-            obj = json.loads(raw)
+            obj = loads_strict(raw)
         except (ValueError, RecursionError) as exc:
             _problem(problems, lineno, f"not valid JSON ({_short(exc)})")
             continue
@@ -249,3 +318,23 @@ def encode_line(record: dict[str, Any]) -> bytes:
     """One output record as a JSONL line (UTF-8, compact, ending in ``\\n``)."""
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     return text.encode("utf-8") + b"\n"
+
+
+def output_line(record: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
+    """The line that carries ``record``, and the record it holds.
+
+    A record JSON cannot carry (a server's answer holding ``NaN``, ``Infinity`` or an unpaired
+    surrogate) or whose line would be longer than :data:`MAX_LINE` is replaced by the line's
+    error (``LLM_BAD_RESPONSE``), so the line is still answered and the output stays readable.
+    """
+    try:
+        line = encode_line(record)
+    except ValueError:  # UnicodeEncodeError included
+        problem = "holds NaN, Infinity or an unpaired surrogate, which a JSON line cannot carry"
+    else:
+        if len(line) <= MAX_LINE + 1:
+            return line, record
+        problem = f"is longer than the {MAX_LINE}-byte line limit of a batch file"
+    error = BadResponse(f"the server's answer {problem}")
+    replaced = error_line(record["custom_id"], error)
+    return encode_line(replaced), replaced

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from ..chat._cancel_link import LinkedEvent
+from .._cancel_link import LinkedEvent
+from ..call_log._hooks import logged
 from ..client._options import check_names
 from ..client._prepare import CallInputs
 from ..client._run_call import Reply, call_reply, raise_for
@@ -55,7 +56,8 @@ def _one(
     try:
         inputs = CallInputs(prompt, asks["system"], asks["model"], asks["images"], options)
         # stop follows the caller's cancel
-        reply, folded = call_reply(client, client._begin(inputs), stop, spec)
+        call = logged(client, client._begin(inputs), "map")
+        reply, folded = call_reply(client, call, stop, spec)
         raise_for(reply, folded, token_limit=True)
         return reply
     except OllmError as exc:

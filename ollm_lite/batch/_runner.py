@@ -1,9 +1,10 @@
 """Running a batch file against one provider (or a fleet): the thread pool and its stops.
 
-The whole input is read and translated first, so a bad line stops the run before any request
-is sent. Then at most ``concurrency`` requests are in flight; each finished request becomes one
-output line at once (see :mod:`._output` for the exactly-once rules). Work is handed to the
-pool a request at a time, never all at once, so a stop takes effect immediately:
+The whole input is read (a stream of bounded lines) and translated first, so a bad line stops
+the run before any request is sent. Then at most ``concurrency`` requests are in flight; each
+finished request becomes one output line at once (see :mod:`._output` for the exactly-once
+rules). Work is handed to the pool a request at a time, never all at once, so a stop takes
+effect immediately:
 
 * ``stop`` (first Ctrl-C): no new request starts; those in flight finish and are written.
 * ``cancel`` (a second Ctrl-C, or the caller's ``cancel`` event): requests in flight are
@@ -18,15 +19,18 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
+from .._cancel_link import LinkedEvent
+from ..call_log._batch import chat_line
+from ..client._options import resolve
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ._format import BatchFileError, error_line, parse_input, raise_problems, success_line
-from ._output import OutputFile
+from ._output import OutputFile, open_regular
 from ._summary import BatchSummary
 from ._translate import BodyProblem, ChatJob, Job, chat_completion, embeddings_list, job_for
 
@@ -91,25 +95,30 @@ def load_jobs(
     input_path: str,
     default_model: str | None,
     resolve_model: Callable[[], str] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> list[Job]:
     """Read, validate and translate the whole input file.
 
     ``resolve_model`` is asked (once) for the default model only when a line has none and
-    ``default_model`` is ``None`` (a client that finds its model on the server).
+    ``default_model`` is ``None`` (a client that finds its model on the server). ``options``
+    are the client's defaults (``connect(**options)``), applied where a line's body does not
+    set the same thing.
 
     Raises:
         BatchFileError: ``CONFIG_INVALID`` for an unreadable file, bad JSON, missing or
             duplicate ``custom_id``, an unsupported ``url`` or a body that cannot be sent.
+        ConfigError: ``CONFIG_INVALID`` for a bad default option.
     """
+    defaults = resolve(options) if options else None
+    fd = open_regular(str(input_path), os.O_RDONLY | getattr(os, "O_BINARY", 0), "batch input")
     try:
-        with open(input_path, "rb") as f:
-            data = f.read()
+        with open(fd, "rb") as f:
+            items = parse_input(f, str(input_path))
     except OSError as exc:
         raise BatchFileError(
             f"cannot read batch input {input_path}: {exc.strerror or exc}",
             details={"path": str(input_path)},
         ) from exc
-    items = parse_input(data, str(input_path))
     jobs: list[Job] = []
     problems: list[dict[str, Any]] = []
     needs_model = any("model" not in item.body for item in items)
@@ -117,7 +126,7 @@ def load_jobs(
         default_model = resolve_model()
     for item in items:
         try:
-            jobs.append(job_for(item, default_model))
+            jobs.append(job_for(item, default_model, defaults))
         except BodyProblem as exc:
             problems.append({"line": item.line, "message": str(exc)})
     raise_problems(str(input_path), problems)
@@ -128,9 +137,12 @@ def _execute(provider: ProviderAdapter, job: Job, cancel: threading.Event) -> di
     """One request → its output record; ``None`` when it was cancelled (not to be written)."""
     try:
         if isinstance(job, ChatJob):
-            result = provider.chat(replace(job.request, cancel=cancel))
+            result = chat_line(provider, job.request, job.custom_id, cancel)  # maybe logged
             return success_line(job.custom_id, chat_completion(result, job.request.model))
-        vectors = call_with_cancel(provider, "embed", job.texts, job.model, cancel=cancel)
+        waits: threading.Event = cancel  # with the line's deadline, when the client sets one
+        if job.timeout is not None:
+            waits = LinkedEvent(cancel, deadline=time.monotonic() + job.timeout)
+        vectors = call_with_cancel(provider, "embed", job.texts, job.model, cancel=waits)
         return success_line(job.custom_id, embeddings_list(vectors, job.model))
     except OllmError as exc:
         if isinstance(exc, Cancelled) and cancel.is_set():
@@ -154,10 +166,11 @@ def run_file(
     progress: Callable[[BatchSummary], None] | None,
     retry_failed: bool,
     resolve_model: Callable[[], str] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> BatchSummary:
     """Run every request of ``input_path`` not yet in ``output_path``; see :func:`run_batch`."""
     started = time.monotonic()
-    jobs = load_jobs(input_path, model, resolve_model)
+    jobs = load_jobs(input_path, model, resolve_model, options)
     workers = concurrency_for(provider, concurrency)
     if _same_file(input_path, output_path):
         raise BatchFileError(
@@ -177,10 +190,16 @@ def run_file(
     pending = [job for job in jobs if job.custom_id not in present]
     counts = {"done": 0, "failed": 0}
     skipped = len(jobs) - len(pending)
+    failed_before = len(resume.failed_ids)
 
     def summary() -> BatchSummary:
         return BatchSummary(
-            len(jobs), counts["done"], counts["failed"], skipped, time.monotonic() - started
+            len(jobs),
+            counts["done"],
+            counts["failed"],
+            skipped,
+            time.monotonic() - started,
+            failed_before + counts["failed"],
         )
 
     logger.info(
@@ -195,7 +214,7 @@ def run_file(
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL in a path
         return False
 
 
@@ -246,7 +265,7 @@ def _pump(
                 if record is None:
                     continue
                 try:
-                    out.append(record)
+                    record = out.append(record)
                 except OSError as exc:
                     raise ConfigError(
                         f"cannot write to batch output {out.path}: {exc.strerror or exc}"

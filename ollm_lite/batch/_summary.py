@@ -22,6 +22,10 @@ class BatchSummary:
     ``retry_failed`` removed them first)."""
     seconds: float
     """Wall time of this run so far."""
+    failed_in_output: int = 0
+    """Lines of the whole output that hold an error: those kept from earlier runs plus this
+    run's ``failed`` so far. Nonzero after a run means the output is not all answers (the CLI
+    exits 1); ``retry_failed`` runs them again."""
 
     @property
     def remaining(self) -> int:

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from ..errors import OllmError
+from ..chat._call_settings import CallSettings
+from ..errors import ConfigError, OllmError
 from ..providers._openai_wire import message_from_openai
 from ..types import (
     ChatResult,
@@ -33,7 +34,15 @@ from ..types import (
 )
 from ._format import CHAT_URL, BatchInput
 
-__all__ = ["ChatJob", "EmbedJob", "Job", "chat_completion", "embeddings_list", "job_for"]
+__all__ = [
+    "ChatJob",
+    "EmbedJob",
+    "Job",
+    "chat_completion",
+    "embeddings_list",
+    "job_for",
+    "with_defaults",
+]
 
 #: Keys with no meaning for one blocking answer, dropped rather than sent.
 _DROPPED = frozenset({"stream", "stream_options", "n", "user", "metadata", "store"})
@@ -71,13 +80,18 @@ class EmbedJob:
     custom_id: str
     texts: list[str]
     model: str
+    timeout: float | None = None
+    """The line's deadline in seconds (the client's ``timeout``); ``None``: none."""
 
 
 Job = ChatJob | EmbedJob
 
 
-def job_for(item: BatchInput, default_model: str | None) -> Job:
-    """The provider call for one input line.
+def job_for(
+    item: BatchInput, default_model: str | None, defaults: CallSettings | None = None
+) -> Job:
+    """The provider call for one input line, over the client's ``defaults`` (see
+    :func:`with_defaults`).
 
     Raises:
         BodyProblem: the body cannot be sent (no model, no messages, ``stream: true`` …).
@@ -89,8 +103,64 @@ def job_for(item: BatchInput, default_model: str | None) -> Job:
     if not isinstance(model, str) or not model:
         raise BodyProblem(f"body.model must be a non-empty string, not {model!r}")
     if item.url == CHAT_URL:
-        return ChatJob(item.custom_id, chat_request(body, model))
-    return EmbedJob(item.custom_id, _embed_texts(body), model)
+        request = chat_request(body, model)
+        if defaults is not None:
+            request = with_defaults(request, body, defaults)
+        return ChatJob(item.custom_id, request)
+    timeout = defaults.timeout if defaults is not None else None
+    return EmbedJob(item.custom_id, _embed_texts(body), model, timeout)
+
+
+#: Body keys that carry the reasoning switch on one wire or another (then ``think`` is the
+#: line's own, sent verbatim).
+_THINK_KEYS = ("think", "reasoning_effort", "reasoning")
+
+
+def with_defaults(
+    request: ProviderRequest, body: dict[str, Any], defaults: CallSettings
+) -> ProviderRequest:
+    """``request`` with the client's options wherever the line's ``body`` does not set the
+    same thing: the body is the request (OpenAI's batch format), the client fills the gaps.
+
+    Generation options fill the fields the body leaves unset; ``extra_body`` keys are added
+    unless the body has that key; ``think`` and ``keep_alive`` unless the body carries its own
+    (sent verbatim, they would win on the wire anyway); ``tool_choice`` when the body has none;
+    ``headers`` and ``timeout`` (the line's deadline) always, as a body cannot say them.
+
+    Raises:
+        BodyProblem: the client's ``tool_choice`` needs a tool this line does not offer.
+    """
+    own = request.options
+    given = defaults.generation
+    filled = {
+        name: getattr(given, name)
+        for name in (
+            "temperature", "max_tokens", "top_p", "top_k", "repeat_penalty", "seed", "stop",
+            "presence_penalty", "frequency_penalty",
+        )
+        if getattr(own, name) is None
+    }  # fmt: skip
+    extra = {k: v for k, v in given.extra_body.items() if k not in body}
+    options = replace(own, **filled, extra_body={**extra, **own.extra_body})
+    tool_choice = request.tool_choice
+    if body.get("tool_choice") is None and defaults.tool_choice != "auto":
+        from ..client._prepare import check_tool_choice
+
+        try:
+            check_tool_choice(defaults.tool_choice, None, tuple(request.tools or ()))
+        except ConfigError as exc:
+            raise BodyProblem(f"the client's default {exc.message}") from None
+        tool_choice = defaults.tool_choice
+    own_think = any(key in body for key in _THINK_KEYS)
+    return replace(
+        request,
+        options=options,
+        tool_choice=tool_choice,
+        think=request.think if own_think else defaults.think,
+        keep_alive=request.keep_alive if "keep_alive" in body else defaults.keep_alive,
+        headers={**(defaults.headers or {}), **request.headers},
+        timeout=defaults.timeout,
+    )
 
 
 def _embed_texts(body: dict[str, Any]) -> list[str]:
@@ -124,10 +194,16 @@ def chat_request(body: dict[str, Any], model: str) -> ProviderRequest:
     choice = body.get("tool_choice")
     if choice in ("auto", "none"):
         tool_choice = choice
-    elif isinstance(choice, dict) and isinstance((choice.get("function") or {}).get("name"), str):
-        tool_choice = {"name": choice["function"]["name"]}
-    elif choice is not None:
+    elif isinstance(choice, dict) and "function" in choice:
+        function = choice["function"]
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise BodyProblem("body.tool_choice must be {type: function, function: {name}}")
+        tool_choice = {"name": name}
+    elif isinstance(choice, str | dict):
         extra["tool_choice"] = choice  # "required" and other server-specific values
+    elif choice is not None:
+        raise BodyProblem("body.tool_choice must be a string or an object")
     return ProviderRequest(
         model=model,
         messages=messages,
@@ -151,18 +227,23 @@ _KNOWN = frozenset(
 )
 
 
+_ROLES = ("system", "user", "assistant", "tool")
+
+
 def _messages(value: Any) -> list[Message]:
     if not isinstance(value, list) or not value:
         raise BodyProblem("body.messages must be a non-empty list")
     out = []
     for index, item in enumerate(value):
-        try:
-            out.append(message_from_openai(item))
-        except OllmError:
+        if not isinstance(item, dict) or item.get("role") not in _ROLES:
             raise BodyProblem(
                 f"body.messages[{index}] is not a chat message (role system, user, "
                 "assistant or tool)"
-            ) from None
+            )
+        try:
+            out.append(message_from_openai(item))
+        except OllmError as exc:
+            raise BodyProblem(f"body.messages[{index}].{exc.message}") from None
     return out
 
 
@@ -180,13 +261,12 @@ def _tools(value: Any) -> list[ToolSchema] | None:
         assert isinstance(function, dict)
         params = function.get("parameters")
         description = function.get("description")
-        out.append(
-            ToolSchema(
-                name,
-                description if isinstance(description, str) else None,
-                params if isinstance(params, dict) else None,
+        if not isinstance(params, dict | None) or not isinstance(description, str | None):
+            raise BodyProblem(
+                f"body.tools[{index}].function: parameters must be an object and description "
+                "a string"
             )
-        )
+        out.append(ToolSchema(name, description, params))
     return out or None
 
 
@@ -227,7 +307,8 @@ def _response_format(value: Any) -> Any:
     if kind == "json_object":
         return "json"
     if kind == "json_schema":
-        schema = (value.get("json_schema") or {}).get("schema")
+        spec = value.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
         if isinstance(schema, dict):
             return schema
     raise BodyProblem(

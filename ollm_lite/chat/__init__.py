@@ -43,8 +43,8 @@ from ._history_file import (
     conversation_to_dict,
     message_from_dict,
     message_to_dict,
-    read_conversation,
-    write_conversation,
+    read_history,
+    write_history,
 )
 from ._loop import ChatLoop, ToolMode, check_positive_int, tool_registry
 from ._strategies import Turn
@@ -269,7 +269,7 @@ class Conversation:
         Raises:
             ConfigError: ``CONFIG_INVALID`` when the file cannot be written.
         """
-        write_conversation(path, self.to_dict())
+        write_history(path, self.to_dict())
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], client: ChatClient) -> Conversation:
@@ -279,8 +279,8 @@ class Conversation:
             ConfigError: ``CONFIG_INVALID`` when the file is unreadable, is not JSON, or any
                 part of it is not what :meth:`save` writes (nothing else escapes).
         """
-        system_prompt, messages = read_conversation(path)
-        return cls(client, system_prompt=system_prompt, history=messages)
+        saved = read_history(path)
+        return cls(client, system_prompt=saved.system, history=saved.messages)
 
 
 def _build_default_provider(registry: ProviderRegistry) -> None:

@@ -38,6 +38,8 @@ class CallSettings:
         timeout: The seconds the deadline was set from (for messages).
         external_tools: Tools offered to the model that have no handler: a call to one ends
             the chat with ``tool_calls`` for the caller to run.
+        recorder: The call log's recorder of this call (``None``: not logged); every model
+            turn streams through its ``turn(adapter, request)``.
     """
 
     generation: GenerationOptions = field(default_factory=GenerationOptions)
@@ -49,6 +51,7 @@ class CallSettings:
     deadline: float | None = None
     timeout: float | None = None
     external_tools: tuple[ToolSchema, ...] = ()
+    recorder: Any = field(default=None, compare=False, repr=False)
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (``None``: no deadline; may be <= 0)."""

@@ -1,11 +1,18 @@
-"""The saved-conversation format: messages as JSON-ready data and back.
+"""The saved-history format: sessions and conversations as JSON-ready data and back.
 
-:func:`write_conversation` stores what :meth:`ollm_lite.chat.Conversation.save` writes
-(``version``, ``system_prompt`` and every message as :func:`message_to_dict` gives it);
-:func:`read_conversation` and :func:`message_from_dict` read it back and check every field,
-since a file on disk may have been damaged or edited: anything :func:`message_to_dict` would
-not have written is a ``ValueError`` naming the field, never an ``AttributeError`` or
-``KeyError`` from deep inside, and :func:`read_conversation` reports it as ``CONFIG_INVALID``.
+One format, one reader and one writer for :meth:`ollm_lite.Session.save` and
+:meth:`ollm_lite.chat.Conversation.save`. A file holds ``version`` (1), the system prompt
+(``system`` in a session file, ``system_prompt`` in a conversation file; either is read),
+``messages`` as :func:`message_to_dict` gives them, a session file ``"format":
+"ollm-lite-session"``, and may hold a ``session_id`` (a string); other top-level keys are
+ignored, so a file written by a later version that adds one still loads.
+
+:func:`read_history` checks every field, since a file on disk may have been damaged or edited:
+anything :func:`message_to_dict` would not have written is reported as ``CONFIG_INVALID``
+naming the file and the field, never an ``AttributeError``, ``KeyError`` or
+``RecursionError`` from deep inside. Files are read and written through
+:mod:`~ollm_lite._files`: a regular file of at most :data:`HISTORY_LIMIT` bytes, replaced
+atomically.
 """
 
 from __future__ import annotations
@@ -13,22 +20,38 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from .._safe_text import exception_text, json_type, type_name
+from .._files import MiB, path_text, read_file, size_text, write_file
+from .._safe_text import exception_text, json_type, short_repr, type_name
 from ..errors import ConfigError
 from ..types import ImagePart, Message, Part, TextPart, ToolCall
 
 __all__ = [
+    "HISTORY_LIMIT",
+    "SavedHistory",
     "conversation_to_dict",
     "json_kind",
     "message_from_dict",
     "message_to_dict",
     "optional_str",
-    "read_conversation",
-    "write_conversation",
+    "read_history",
+    "write_history",
 ]
+
+#: The most bytes a saved session or conversation may hold (room for many images at their
+#: own limit); ``save`` refuses to write a file that ``load`` would refuse to read.
+HISTORY_LIMIT = 256 * MiB
+
+SESSION_FORMAT = "ollm-lite-session"
+
+
+class SavedHistory(NamedTuple):
+    """What a saved session or conversation file holds."""
+
+    system: str | None
+    messages: list[Message]
+    session_id: str | None = None
 
 
 def conversation_to_dict(system_prompt: str | None, messages: Iterable[Message]) -> dict[str, Any]:
@@ -40,47 +63,58 @@ def conversation_to_dict(system_prompt: str | None, messages: Iterable[Message])
     }
 
 
-def write_conversation(
+def write_history(
     path: str | os.PathLike[str], data: Mapping[str, Any], what: str = "conversation"
 ) -> None:
     """Write ``data`` as JSON, atomically: a crash never leaves half a file.
 
     Raises:
-        ConfigError: ``CONFIG_INVALID`` when the file cannot be written (``what`` names
-            the saved thing in the message).
+        ConfigError: ``CONFIG_INVALID`` when the file cannot be written or would be larger
+            than :data:`HISTORY_LIMIT` (``what`` names the saved thing in the message).
     """
-    target = Path(path)
-    tmp = target.with_name(target.name + ".tmp")
     try:
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1), "utf-8")
-        tmp.replace(target)
-    except OSError as exc:
-        raise ConfigError(f"cannot save the {what} to {target}: {exc.strerror}") from exc
+        text = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: kept as a \u escape, which reads back
+        text = json.dumps(data, indent=1).encode("ascii")
+    if len(text) > HISTORY_LIMIT:
+        raise ConfigError(
+            f"cannot save the {what}: it would be larger than {size_text(HISTORY_LIMIT)}, "
+            "the most a saved history may hold"
+        )
+    write_file(path, text, what)
 
 
-def read_conversation(path: str | os.PathLike[str]) -> tuple[str | None, list[Message]]:
-    """The system prompt and messages of a file :func:`write_conversation` wrote.
+def read_history(path: str | os.PathLike[str], what: str = "conversation") -> SavedHistory:
+    """The system prompt, messages and session id of a file :func:`write_history` wrote.
 
     Raises:
-        ConfigError: ``CONFIG_INVALID`` when the file is unreadable, is not JSON, or any
-            part of it is not what :func:`write_conversation` writes (nothing else escapes).
+        ConfigError: ``CONFIG_INVALID`` when the file is unreadable, not a regular file,
+            larger than :data:`HISTORY_LIMIT`, not JSON, or any part of it is not what
+            :func:`write_history` writes (nothing else escapes).
     """
+    raw = read_file(path, HISTORY_LIMIT, f"{what} file")
     try:
-        data = json.loads(Path(path).read_text("utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError(f"expected a JSON object, found {json_kind(data)}")
-        if data.get("version", 1) != 1:
-            raise ValueError(f"unsupported version {data.get('version')!r} (expected 1)")
-        raw_messages = data.get("messages")
-        if not isinstance(raw_messages, list):
-            raise ValueError(f"'messages' must be a list, found {json_kind(raw_messages)}")
-        messages = [message_from_dict(m) for m in raw_messages]
-        return optional_str(data, "system_prompt"), messages
-    except (OSError, ValueError, TypeError, RecursionError) as exc:
+        return _history_from_dict(json.loads(raw.decode("utf-8")))
+    except (ValueError, TypeError, RecursionError) as exc:
         raise ConfigError(
-            f"cannot load a conversation from {path}: {exception_text(exc)}",
-            details={"path": str(path)},
+            f"cannot load a {what} from {path_text(path)}: {exception_text(exc)}",
+            details={"path": path_text(path)},
         ) from exc
+
+
+def _history_from_dict(data: Any) -> SavedHistory:
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, found {json_kind(data)}")
+    if data.get("version", 1) != 1:
+        raise ValueError(f"unsupported version {short_repr(data.get('version'))} (expected 1)")
+    if data.get("format", SESSION_FORMAT) != SESSION_FORMAT:
+        raise ValueError(f"unknown format {short_repr(data.get('format'))}")
+    raw_messages = data.get("messages")
+    if not isinstance(raw_messages, list):
+        raise ValueError(f"'messages' must be a list, found {json_kind(raw_messages)}")
+    messages = [message_from_dict(m) for m in raw_messages]
+    system = optional_str(data, "system" if "system" in data else "system_prompt")
+    return SavedHistory(system, messages, optional_str(data, "session_id"))
 
 
 def message_to_dict(message: Message) -> dict[str, Any]:
@@ -114,7 +148,7 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
         raise ValueError(f"a message must be an object, found {json_kind(data)}")
     role = data.get("role")
     if role not in ("system", "user", "assistant", "tool"):
-        raise ValueError(f"unknown role {role!r}")
+        raise ValueError(f"unknown role {short_repr(role)}")
     parts = [_part_from_dict(part) for part in _list_field(data, "parts")]
     calls = [_call_from_dict(c) for c in _list_field(data, "tool_calls")]
     return Message(
@@ -134,7 +168,7 @@ def _part_from_dict(part: object) -> Part:
         return TextPart(_required_str(part, "text"))
     if kind == "image":
         return ImagePart(_required_str(part, "data"), _required_str(part, "mime_type"))
-    raise ValueError(f"unknown part type {kind!r}")
+    raise ValueError(f"unknown part type {short_repr(kind)}")
 
 
 def _call_from_dict(call: object) -> ToolCall:

@@ -20,6 +20,7 @@ from collections.abc import Generator, Iterable, Iterator
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, Unpack
 
+from .._cancel_link import LinkedEvent
 from .._safe_text import exception_text
 from ..errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
 from ..providers.base import ProviderAdapter
@@ -44,7 +45,6 @@ from ..types import (
 from ..types._event_fold import add_usage
 from ..types._finish_reasons import Ending, chat_reason
 from ._call_settings import CallSettings
-from ._cancel_link import LinkedEvent
 from ._strategies import (
     Answer,
     Calls,
@@ -140,9 +140,10 @@ class ChatLoop:
         self.options = call.get("options") or client.options
         self.max_turns = _given(call.get("max_turns"), client.max_turns)
         # Our own event, set when the caller's is: leaving the loop early sets only ours.
-        self.cancel = LinkedEvent(call.get("cancel"))
         self.tool_mode = call.get("tool_mode", "auto")
         self.settings = call.get("settings") or CallSettings()
+        # It carries the call's deadline to every request made for the call (look-ups too).
+        self.cancel = LinkedEvent(call.get("cancel"), deadline=self.settings.deadline)
         self.usage: Usage | None = None
         self.failures: Counter[tuple[str, str]] = Counter()
 
@@ -296,6 +297,11 @@ class ChatLoop:
         check = self.client._counter(adapter).check(request, cancel=self.cancel)
         if self.cancel.is_set():  # those calls fall back quietly when cancelled
             return "cancelled"
+        remaining = self.settings.remaining()
+        if remaining is not None and remaining <= 0:  # ... or when the deadline passed
+            late = _deadline_error(self.settings.timeout, model)
+            yield ErrorEvent(late.to_info(), exception=late)
+            return "failed"
         if check.exceeded:
             yield ErrorEvent(_too_long(check, model))
             return "token_limit"
@@ -312,7 +318,10 @@ class ChatLoop:
     ) -> Generator[ChatEvent, None, Ending | None]:
         """Stream one response into ``turn`` (``None`` when it finished, else how it ended);
         its usage joins the chat's."""
-        stream = adapter.chat_stream(request)
+        recorder = self.settings.recorder  # the call log notes (or answers) the turn
+        stream = (
+            adapter.chat_stream(request) if recorder is None else recorder.turn(adapter, request)
+        )
         try:
             return (yield from read_turn(stream, turn, forward=forward, cancel=self.cancel))
         finally:

@@ -57,7 +57,9 @@ from ._common import (
     usage_on_unknown_server,
 )
 from ._config import add_config_parser, add_health_parser
+from ._logs import add_logs_parser
 from ._models import add_models_parser
+from ._terminal_text import PrintableFormatter, printable
 
 __all__ = ["build_parser", "main"]
 
@@ -84,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_health_parser(commands, flags)
     add_config_parser(commands, flags)
     _mcp_cli.add_mcp_parser(commands, flags, missing, _cmd_mcp_list)
+    add_logs_parser(commands, flags)
     batch = add_batch_commands(commands, flags, global_flags, url_text)
     batch.set_defaults(handler=missing(batch), usage_parser=batch)
     return parser
@@ -118,9 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help/--version (0) or a usage error (2)
         return int(exc.code) if isinstance(exc.code, int) else EXIT_USAGE
     if getattr(args, "debug", False):
-        logging.basicConfig(
-            level=logging.DEBUG, stream=err, format="%(asctime)s %(name)s %(message)s"
-        )
+        # Records quote servers (an MCP server's stderr): printed without control characters.
+        to_err = logging.StreamHandler(err)
+        to_err.setFormatter(PrintableFormatter("%(asctime)s %(name)s %(message)s"))
+        logging.basicConfig(level=logging.DEBUG, handlers=[to_err])
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(err)
@@ -152,12 +156,12 @@ def _run(handler: Handler, args: argparse.Namespace, out: TextIO, err: TextIO) -
         return EXIT_ERROR
     except OllmError as exc:
         if debug:
-            traceback.print_exc(file=err)
+            err.write(printable(traceback.format_exc()))
         err.write(error_line(exc.message, exc.code))
         return EXIT_ERROR
     except Exception as exc:  # a bug: still one line unless --debug
         if debug:
-            traceback.print_exc(file=err)
+            err.write(printable(traceback.format_exc()))
         hint = "" if debug else " (run with --debug for the traceback)"
         err.write(error_line(f"unexpected {type(exc).__name__}: {exc}{hint}", "INTERNAL"))
         return EXIT_ERROR

@@ -2,16 +2,18 @@
 
 ::
 
-    ollm-lite batch make PROMPTS.txt|PROMPTS.csv -o INPUT.jsonl [--column NAME] [--model M]
-                                                                [--system S]
+    ollm-lite batch make PROMPTS.txt|PROMPTS.csv -o INPUT.jsonl [--column NAME]
+                         [--id-column NAME] [--model M] [--system S]
     ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl [--concurrency N] [--per-host N]
                                                     [--host URL]... [--retry-failed]
 
 ``run`` resumes whenever OUTPUT exists; ``--host`` repeated names a fleet (one server per
 URL, same provider kind and model). Progress goes to stderr: a redrawn bar on a terminal,
-a plain line every few seconds otherwise (cron logs). Exit codes: 0 every line answered, 1
-some lines failed (all written), 2 an invalid input file or usage (nothing sent), 130
-interrupted (the first Ctrl-C lets requests in flight finish, a second cancels them).
+a plain line every few seconds otherwise (cron logs). Exit codes: 0 every line answered; 1
+the output holds failed lines once the run ends, this run's or kept from an earlier one (all
+written first; stderr says how many and that ``--retry-failed`` reruns them); 2 an invalid
+input file or usage (nothing sent); 130 interrupted (the first Ctrl-C lets requests in flight
+finish, a second cancels them).
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._common import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, positive_int_arg
+from ._common import (
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    PROG,
+    error_line,
+    positive_int_arg,
+)
+from ._terminal_text import PrintableFormatter, printable
 
 if TYPE_CHECKING:
     from ..providers.base import ProviderAdapter
@@ -57,7 +68,8 @@ def add_batch_commands(
         help="run INPUT.jsonl, appending answers to OUTPUT.jsonl (resumes)",
         description="Send every request of INPUT.jsonl not yet answered in OUTPUT.jsonl; "
         "each answer is appended as one line as soon as it arrives. Run it again to resume. "
-        "Exit: 0 all answered, 1 some failed, 2 invalid input, 130 interrupted.",
+        "Exit: 0 all answered, 1 the output holds failed lines (--retry-failed reruns them), "
+        "2 invalid input, 130 interrupted.",
     )
     run.add_argument("input", metavar="INPUT.jsonl")
     run.add_argument("-o", "--output", required=True, metavar="OUTPUT.jsonl")
@@ -82,6 +94,10 @@ def add_batch_commands(
     make.add_argument("prompts", metavar="PROMPTS.txt|PROMPTS.csv")
     make.add_argument("-o", "--output", required=True, metavar="INPUT.jsonl")
     make.add_argument("--column", metavar="NAME", help="the CSV column holding the prompts")
+    make.add_argument(
+        "--id-column", metavar="NAME",
+        help="the CSV column holding each line's custom_id (each row needs its own)",
+    )  # fmt: skip
     make.add_argument("--system", metavar="TEXT", help="a system message for every line")
     make.set_defaults(handler=_cmd_make, usage_parser=make)
     return batch
@@ -95,9 +111,11 @@ def _hosts(args: argparse.Namespace) -> list[str]:
     return hosts
 
 
-def _member_builder(ctx: Any) -> Callable[[str], ProviderAdapter]:
-    """Builds the configured provider at another base URL (same kind, key, timeout)."""
+def _member_builder(ctx: Any, *, member: bool = True) -> Callable[[str], ProviderAdapter]:
+    """Builds the configured provider at another base URL (same kind, key, timeout); a
+    fleet ``member`` fails fast (no retries of its own: the fleet routes)."""
     from ..config import load_config
+    from ..config._connect import fleet_member
     from ..registry import default_registry
 
     args = ctx.args
@@ -111,7 +129,8 @@ def _member_builder(ctx: Any) -> Callable[[str], ProviderAdapter]:
             "timeout": getattr(args, "timeout", None),
         }
         config = load_config(ctx.config_arg, overrides=overrides)
-        return default_registry(config).require(config.provider)
+        built = default_registry(config).require(config.provider)
+        return fleet_member(built) if member else built
 
     return build
 
@@ -123,17 +142,26 @@ def _provider(args: argparse.Namespace, ctx: Any) -> ProviderAdapter:
     per_host = args.per_host
     if len(hosts) > 1 or (hosts and per_host is not None):
         return fleet_from_hosts(_member_builder(ctx), hosts, per_host=per_host)
-    provider: ProviderAdapter = _member_builder(ctx)(hosts[0]) if hosts else ctx.provider()
-    return Fleet([provider], per_host=per_host) if per_host is not None else provider
+    if hosts:
+        return _member_builder(ctx, member=False)(hosts[0])
+    if per_host is not None:
+        from ..config._connect import fleet_member
+        from ..registry import default_registry
+
+        built = default_registry(ctx.config).require(ctx.config.provider)
+        return Fleet([fleet_member(built)], per_host=per_host)
+    provider: ProviderAdapter = ctx.provider()
+    return provider
 
 
 def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     from ..batch import BatchFileError, run_with_provider
     from ..batch._progress import BatchProgressPrinter
     from ..batch._runner import Stops
+    from ..call_log._batch import cli_batch_provider
 
     ctx.check_config()
-    provider = _provider(args, ctx)
+    provider = cli_batch_provider(_provider(args, ctx), ctx.config, args.input)  # the call log
     note = getattr(provider, "health_note", None)
     printer = BatchProgressPrinter(ctx.err, hosts=note if callable(note) else None)
     stops = Stops()
@@ -151,7 +179,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
             resolve_model=lambda: _server_model(ctx, provider),
         )
     except BatchFileError as exc:
-        ctx.err.write(f"ollm-lite: error [{exc.code}]: {exc.message}\n")
+        ctx.err.write(error_line(exc.message, exc.code))
         return EXIT_USAGE
     finally:
         close = getattr(provider, "close", None)
@@ -162,14 +190,23 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
                 logging.getLogger(name).removeHandler(handler)
     printer.finish(summary)
     left = summary.remaining
+    output = printable(args.output)  # the status lines quote it: no escapes on the terminal
     ctx.say(
         f"batch: {summary.done} done, {summary.failed} failed, {summary.skipped} already in "
-        f"{args.output}" + (f", {left} not run" if left else "") + f" ({summary.seconds:.1f} s)"
+        f"{output}" + (f", {left} not run" if left else "") + f" ({summary.seconds:.1f} s)"
     )
     if stops.interrupted:
         ctx.say("ollm-lite: interrupted; run the same command again to resume")
         return EXIT_INTERRUPTED
-    return EXIT_ERROR if summary.failed else EXIT_OK
+    if summary.failed_in_output:
+        kept = summary.failed_in_output - summary.failed
+        ctx.say(
+            f"ollm-lite: {summary.failed_in_output} line(s) of {output} hold an error"
+            + (f" ({kept} from an earlier run)" if kept else "")
+            + "; run the same command with --retry-failed to run them again"
+        )
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 #: Loggers whose INFO lines a batch run shows: fleet health, interrupts, output repairs.
@@ -181,8 +218,7 @@ def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
     if ctx.debug:
         return None
     handler = logging.StreamHandler(ctx.err)
-    # On a terminal, clear the progress bar's line first; it is redrawn after.
-    handler.setFormatter(logging.Formatter(("\r\x1b[2K" if tty else "") + "ollm-lite: %(message)s"))
+    handler.setFormatter(_LogFormatter("\r\x1b[2K" if tty else ""))
     handler.setLevel(logging.INFO)
     for name in _SHOWN_LOGGERS:
         shown = logging.getLogger(name)
@@ -190,6 +226,19 @@ def _fleet_log(ctx: Any, tty: bool) -> logging.Handler | None:
         if shown.getEffectiveLevel() > logging.INFO:
             shown.setLevel(logging.INFO)
     return handler
+
+
+class _LogFormatter(PrintableFormatter):
+    """``ollm-lite: message`` without control characters (it may quote a path or a server),
+    after ``clear``: on a terminal, the sequence clearing the progress bar's line (redrawn
+    after)."""
+
+    def __init__(self, clear: str) -> None:
+        super().__init__(f"{PROG}: %(message)s")
+        self.clear = clear
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.clear + super().format(record)
 
 
 def _server_model(ctx: Any, provider: ProviderAdapter) -> str:
@@ -209,9 +258,10 @@ def _cmd_make(args: argparse.Namespace, ctx: Any) -> int:
             column=args.column,
             model=getattr(args, "model", None),
             system=args.system,
+            id_column=args.id_column,
         )
     except BatchFileError as exc:
-        ctx.err.write(f"ollm-lite: error [{exc.code}]: {exc.message}\n")
+        ctx.err.write(error_line(exc.message, exc.code))
         return EXIT_USAGE
-    ctx.say(f"wrote {count} request(s) to {args.output}")
+    ctx.say(f"wrote {count} request(s) to {printable(args.output)}")
     return EXIT_OK

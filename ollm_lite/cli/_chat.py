@@ -31,8 +31,11 @@ from ._common import (
     temperature,
     usage_on_unknown_server,
 )
+from ._logs import add_chat_log_flags, chat_recorder
+from ._terminal_text import printable
 
 if TYPE_CHECKING:
+    from ..call_log._recorder import Recorder
     from ..chat import ChatClient
     from ..providers.base import ProviderAdapter
     from ..types import ChatEvent
@@ -74,6 +77,7 @@ def add_chat_parser(commands: Any, flags: argparse.ArgumentParser) -> argparse.A
         "--tools", metavar="NAME[,NAME...]", type=_mcp_cli.parse_names, default=[],
         help="let the model use the tools of these MCP servers ([mcp.servers.NAME])",
     )  # fmt: skip
+    add_chat_log_flags(chat)
     chat.set_defaults(handler=_cmd_chat, usage_parser=chat)
     return chat
 
@@ -129,17 +133,24 @@ def _cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
     prompt = _read_prompt(args, ctx)
     adapter = ctx.provider()
     model = chat_model(ctx, adapter)
+    recorder = chat_recorder(args, ctx, adapter, model)  # the call log, when it is on
     with usage_on_unknown_server(), _mcp_cli.open_tools(args.tools, ctx.config) as tools:
         client = ChatClient(
-            ctx.registry,
+            recorder.wrap(adapter) if recorder is not None else ctx.registry,
             model=model,
             context_limits=ctx.config.context_limits,
             tools=tools or None,
         )
-        return _run_chat(args, ctx, client, prompt)
+        return _run_chat(args, ctx, client, prompt, recorder)
 
 
-def _run_chat(args: argparse.Namespace, ctx: Context, client: ChatClient, prompt: str) -> int:
+def _run_chat(
+    args: argparse.Namespace,
+    ctx: Context,
+    client: ChatClient,
+    prompt: str,
+    recorder: Recorder | None = None,
+) -> int:
     from ..types import GenerationOptions
     from ..types._event_fold import EventFold
 
@@ -160,6 +171,8 @@ def _run_chat(args: argparse.Namespace, ctx: Context, client: ChatClient, prompt
             close = getattr(events, "close", None)
             if close is not None:
                 close()
+    if recorder is not None:
+        recorder.finish_fold(fold, cancelled=cancel.is_set())
     return view.finish(fold.result(), cancelled=cancel.is_set())
 
 
@@ -237,7 +250,7 @@ def _print_failure(err: TextIO, failure: BaseException | None) -> None:
     if failure is None:
         err.write("(no traceback: the error arrived as data from the server, not raised)\n")
     else:
-        traceback.print_exception(failure, file=err)
+        err.write(printable("".join(traceback.format_exception(failure))))
 
 
 def _event_json(event: ChatEvent) -> dict[str, Any]:

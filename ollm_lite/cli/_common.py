@@ -27,6 +27,7 @@ from ..config import (
 )
 from ..config._check import url_problem as _url_problem
 from . import _mcp as _mcp_cli
+from ._terminal_text import printable
 
 if TYPE_CHECKING:
     from ..providers.base import ProviderAdapter
@@ -237,8 +238,9 @@ def usage_on_unknown_server() -> Iterator[None]:
 
 
 def error_line(message: str, code: str) -> str:
-    """``ollm-lite: error [CODE]: message`` on one line."""
-    flat = re.sub(r"\s*\n\s*", " ", message).strip()
+    """``ollm-lite: error [CODE]: message`` on one line, without control characters (the
+    message may quote a server)."""
+    flat = printable(re.sub(r"\s*\n\s*", " ", message).strip())
     return f"{PROG}: error [{code}]: {flat}\n"
 
 
@@ -303,7 +305,9 @@ def isatty(stream: TextIO) -> bool:
 
 
 def table(headers: list[str], rows: list[list[str]]) -> str:
-    """Left-aligned columns, two spaces apart, under ``headers``."""
+    """Left-aligned columns, two spaces apart, under ``headers``; cells (model names, server
+    versions and errors) without line breaks or control characters."""
+    rows = [[" ".join(printable(cell).split()) for cell in row] for row in rows]
     widths = [max(len(r[i]) for r in [headers, *rows]) for i in range(len(headers))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
              for row in [headers, *rows]]  # fmt: skip

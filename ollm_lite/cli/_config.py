@@ -14,6 +14,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..call_log._settings import shown as shown_log
 from ..config import PROVIDERS, Config, canonical_provider, config_path, redacted, validate_config
 from ..errors import OllmError
 from ._common import EXIT_ERROR, EXIT_OK, Context, emit_json, missing, plain, table
@@ -131,7 +132,8 @@ def _one_line(text: str, limit: int = 160) -> str:
 
 def _cmd_config_show(args: argparse.Namespace, ctx: Context) -> int:
     config = ctx.config
-    data = redacted(config)
+    log, log_origins = shown_log(config)  # the call log's effective settings
+    data = {**redacted(config), "log": log}
     if args.json:
         emit_json(ctx.out, {"source": config.source, **data})
         return EXIT_OK
@@ -150,11 +152,19 @@ def _cmd_config_show(args: argparse.Namespace, ctx: Context) -> int:
     for name, values in data.get("providers", {}).items():
         lines += ["", f"[providers.{_toml_key(name)}]"]
         lines += [line(k, v, f"providers.{name}.{k}") for k, v in values.items()]
+        prefix = f"providers.{name}."
+        lines += [  # a value the merge dropped, with why (config.py: one server per backend)
+            f"# {path.removeprefix(prefix)}: {origin}"
+            for path, origin in config.origins.items()
+            if path.startswith(prefix) and path.removeprefix(prefix) not in values
+        ]
     if data.get("context_limits"):
         lines += ["", "[context_limits]"]
         lines += [
             line(_toml_key(k), v, f"context_limits.{k}") for k, v in data["context_limits"].items()
         ]
+    lines += ["", "[log]"]
+    lines += [f"{k} = {_toml_value(v)}  # {log_origins[k]}" for k, v in log.items()]
     ctx.out.write("\n".join(lines) + "\n")
     for issue in validate_config(config):
         ctx.say(f"warning: {issue}")

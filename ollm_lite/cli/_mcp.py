@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import ConfigError
+from ._terminal_text import printable
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -96,6 +97,8 @@ def open_tools(names: list[str], config: Config) -> Iterator[list[McpToolSchema]
 def list_tools(name: str, config: Config, out: TextIO) -> int:
     """Print ``name  description`` for each tool of the server ``name``; returns 0.
 
+    Descriptions come from the server: printed on one line, without control characters.
+
     Raises:
         UnknownMcpServer: ``name`` is not configured.
         OllmError: the server could not be started or listed.
@@ -103,6 +106,6 @@ def list_tools(name: str, config: Config, out: TextIO) -> int:
     with open_tools([name], config) as tools:
         width = max((len(t.name) for t in tools), default=0)
         for item in tools:
-            description = re.sub(r"\s+", " ", item.description or "").strip()
+            description = re.sub(r"\s+", " ", printable(item.description or "")).strip()
             out.write(f"{item.name.ljust(width)}  {description}".rstrip() + "\n")
     return 0

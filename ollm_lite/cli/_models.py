@@ -23,6 +23,7 @@ from ._common import (
     plain,
     table,
 )
+from ._terminal_text import printable
 
 if TYPE_CHECKING:
     from ..types import ModelInfo
@@ -111,6 +112,7 @@ def _cmd_models_show(args: argparse.Namespace, ctx: Context) -> int:
             rows.append((key.replace("_", " "), str(value)))
         elif isinstance(value, list) and all(isinstance(v, str) for v in value):
             rows.append((key.replace("_", " "), ", ".join(value)))
+    rows = [(printable(k), " ".join(printable(v).split())) for k, v in rows]  # server text
     width = max(len(k) for k, _ in rows)
     ctx.out.write("".join(f"{k.ljust(width)}  {v}\n" for k, v in rows))
     return EXIT_OK

@@ -33,6 +33,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
+from ..call_log._hooks import client_logger
 from ..chat import ChatClient
 from ..config._connect import (
     build_provider,
@@ -50,6 +51,7 @@ from ._run_call import Reply
 from ._session import Session
 
 if TYPE_CHECKING:
+    from ..call_log._recorder import CallLogger
     from ..config import Config
 
 __all__ = [
@@ -83,6 +85,7 @@ class Client(ScriptCalls):
         options: The default options.
         context_limits: Context windows by model name, from the configuration.
         schema_retries: As above; may be changed.
+        call_log: Where calls are logged (``None``: not logged); set by :func:`connect`.
 
     The calls — :meth:`ask`, :meth:`stream`, :meth:`run`, :meth:`events` — are the same on a
     :class:`Session`, which continues one conversation.
@@ -117,6 +120,7 @@ class Client(ScriptCalls):
         self.context_limits = dict(context_limits or {})
         self._chat = ChatClient(provider, max_turns=max_turns, context_limits=self.context_limits)
         self._lock = threading.Lock()
+        self.call_log: CallLogger | None = None
 
     def __repr__(self) -> str:
         return f"Client(provider={getattr(self.provider, 'name', '?')!r}, model={self.model!r})"
@@ -128,10 +132,13 @@ class Client(ScriptCalls):
         self.close()
 
     def close(self) -> None:
-        """Close the provider's pooled connections; a later call opens new ones."""
+        """Close the provider's pooled connections and the call log's; a later call opens new
+        ones."""
         close = getattr(self.provider, "close", None)
         if callable(close):
             close()
+        if self.call_log is not None:
+            self.call_log.close()
 
     # ------------------------------------------------------------------ calls
 
@@ -221,6 +228,8 @@ def connect(
     config: str | os.PathLike[str] | Config | None = None,
     hosts: Sequence[str] | None = None,
     per_host: int | None = None,
+    log: bool | str | os.PathLike[str] | None = None,
+    cache: bool | None = None,
     **options: Unpack[Options],
 ) -> Client:
     """A client configured the way ``ollm-lite`` is: config file, environment, then arguments.
@@ -237,6 +246,10 @@ def connect(
             ``~/.config/ollm/config.toml`` when it exists).
         hosts: Several base URLs of the same provider.
         per_host: Requests in flight per host (with ``hosts``).
+        log: Keep every call in the call log (``True``, or the log file's path; ``False``:
+            not even when the environment or the config file asks; ``None``: as they say).
+            See :mod:`ollm_lite.call_log`.
+        cache: Answer a model turn identical to a logged one from the log (implies the log).
         **options: Defaults for every call: the per-call options of :meth:`Client.ask`.
 
     Returns:
@@ -244,7 +257,8 @@ def connect(
 
     Raises:
         TypeError: an unknown keyword.
-        ConfigError: ``CONFIG_INVALID`` for an unreadable or invalid configuration.
+        ConfigError: ``CONFIG_INVALID`` for an unreadable or invalid configuration, or
+            ``cache=True`` with ``log=False``.
         ProviderNotFound: ``PROVIDER_NOT_FOUND`` for an unknown provider name.
     """
     check_names(options, "connect")
@@ -260,12 +274,14 @@ def connect(
     if given is None:
         require_valid(settings)
     adapter = build_provider(settings, given, hosts=hosts, per_host=per_host)
-    return Client(
+    client = Client(
         adapter,
         model=settings.model,
         options=options,
         context_limits=settings.context_limits,
     )
+    client.call_log = client_logger(log, cache, settings, adapter)
+    return client
 
 
 # --------------------------------------------------------------------------- shortcuts

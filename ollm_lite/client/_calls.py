@@ -19,12 +19,22 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar, Unpack
 
+from ..call_log._hooks import logged
 from ..chat import ToolMode
 from ..errors import OllmError
 from ..types import ChatEvent, Message
 from ._options import Options, check_names
 from ._prepare import Call, CallInputs
-from ._run_call import Reply, Runner, call_events, call_pieces, call_reply, failed, raise_for
+from ._run_call import (
+    Reply,
+    Runner,
+    call_events,
+    call_pieces,
+    call_reply,
+    failed,
+    raise_for,
+    watch,
+)
 from ._typed import answer_spec
 
 __all__ = ["ScriptCalls", "same_parameters_as"]
@@ -75,6 +85,10 @@ class ScriptCalls(ABC):
     def _runner(self) -> Runner:
         """The client whose connection, model and retries run the call."""
 
+    def _logged(self, call: Call, source: str) -> Call:
+        """``call`` recorded in the client's call log, if it keeps one."""
+        return logged(self._runner(), call, source, getattr(self, "session_id", None))
+
     def ask(
         self,
         prompt: str | Message | Sequence[Message | Mapping[str, Any]],
@@ -100,7 +114,8 @@ class ScriptCalls(ABC):
             schema: A dataclass, ``TypedDict`` or JSON Schema ``dict``: the answer is
                 requested as structured output, validated and returned as that type (a
                 dataclass instance; a ``dict`` for the others).
-            images: Paths, ``bytes`` or ``ImagePart`` values added to the (last) user message.
+            images: Paths (regular files), ``bytes`` or ``ImagePart`` values added to the (last)
+                user message; at most 10 MiB each, decoded.
             cancel: Setting it stops the call (``Cancelled`` is raised).
             **options: Per-call options: the ``GenerationOptions`` fields (``temperature``,
                 ``max_tokens`` …), ``think``, ``keep_alive``, ``timeout`` (the whole call's
@@ -119,7 +134,7 @@ class ScriptCalls(ABC):
                 the corrective retry.
         """
         check_names(options, "ask")
-        call = self._begin(CallInputs(prompt, system, model, images, options))
+        call = self._logged(self._begin(CallInputs(prompt, system, model, images, options)), "ask")
         spec = answer_spec(schema) if schema is not None else None
         reply, folded = call_reply(self._runner(), call, cancel, spec)
         raise_for(reply, folded, token_limit=True)
@@ -151,7 +166,7 @@ class ScriptCalls(ABC):
         """
         check_names(options, "stream")
         call = self._begin(CallInputs(prompt, system, model, images, options))
-        return call_pieces(self._runner(), call, cancel)
+        return call_pieces(self._runner(), self._logged(call, "stream"), cancel)
 
     def run(
         self,
@@ -189,7 +204,9 @@ class ScriptCalls(ABC):
         """
         check_names(options, "run")
         inputs = CallInputs(prompt, system, model, images, options, tools, max_turns, tool_mode)
-        reply, folded = call_reply(self._runner(), self._begin(inputs), cancel, None)
+        reply, folded = call_reply(
+            self._runner(), self._logged(self._begin(inputs), "run"), cancel, None
+        )
         raise_for(reply, folded, token_limit=False)
         return reply
 
@@ -217,4 +234,5 @@ class ScriptCalls(ABC):
             call = self._begin(CallInputs(prompt, options=options, **inputs))
         except OllmError as exc:
             return failed(exc)
-        return call_events(self._runner(), call, cancel, [])
+        call = self._logged(call, "events")
+        return watch(call, call_events(self._runner(), call, cancel, []))

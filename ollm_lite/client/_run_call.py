@@ -23,6 +23,7 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._cancel_link import LinkedEvent
 from ..chat._loop import ChatCall, ChatLoop
 from ..errors import BadResponse, Cancelled, OllmError, TokenLimitExceeded, error_from_code
 from ..types import (
@@ -54,6 +55,7 @@ __all__ = [
     "error_of",
     "raise_for",
     "reply_of",
+    "watch",
 ]
 
 logger = logging.getLogger(__name__)
@@ -116,17 +118,18 @@ def call_events(
     deadline: float | None = None,
 ) -> Generator[ChatEvent, None, None]:
     """The chat runtime's events for ``call``; never raises (failures are events)."""
+    settings = call.settings
+    if deadline is None and settings.timeout is not None:
+        deadline = time.monotonic() + settings.timeout
     try:
-        model = client._model(call.model, cancel)  # may list the server's models
+        # may list the server's models: inside the call's deadline, like every request of it
+        model = client._model(call.model, LinkedEvent(cancel, deadline=deadline))
     except Cancelled:
         yield ChatFinishEvent("cancelled")
         return
     except OllmError as exc:
         yield from failed(exc)
         return
-    settings = call.settings
-    if deadline is None and settings.timeout is not None:
-        deadline = time.monotonic() + settings.timeout
     settings = replace(settings, response_format=response_format, deadline=deadline)
     keywords = call.loop | ChatCall(model=model, cancel=cancel, settings=settings)
     loop = ChatLoop(client._chat, call.history, turns, **keywords)
@@ -139,10 +142,20 @@ def call_events(
             close()
 
 
+def watch(call: Call, events: Generator[ChatEvent, None, None]) -> Generator[ChatEvent, None, None]:
+    """``events``, recorded in the call log when they end or are closed (when ``call`` is
+    logged: its settings carry the log's recorder)."""
+    recorder = call.settings.recorder
+    if recorder is None:
+        return events
+    watched: Generator[ChatEvent, None, None] = recorder.watch(events)
+    return watched
+
+
 def call_pieces(client: Runner, call: Call, cancel: threading.Event | None) -> Iterator[str]:
     """The answer's text pieces; ends quietly when cancelled, raises the typed error after."""
     fold = EventFold()
-    events = call_events(client, call, cancel, [])
+    events = watch(call, call_events(client, call, cancel, []))
     try:
         for event in events:
             fold.add(event)
@@ -160,6 +173,16 @@ def call_reply(
     client: Runner, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
 ) -> tuple[Reply, Folded]:
     """Drive the call to its end; never raises for the chat's own outcome."""
+    reply, folded = _drive(client, call, cancel, spec)
+    recorder = call.settings.recorder
+    if recorder is not None:  # the call is logged: the log records how it ended
+        recorder.finish(reply)
+    return reply, folded
+
+
+def _drive(
+    client: Runner, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
+) -> tuple[Reply, Folded]:
     timeout = call.settings.timeout
     deadline = None if timeout is None else time.monotonic() + timeout
     schema = spec.schema if spec is not None else None

@@ -11,25 +11,24 @@ A session runs one call at a time: start the next call after the previous one ha
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..chat._history_file import message_from_dict, message_to_dict, write_conversation
+from .._safe_text import type_name
+from ..chat._history_file import SESSION_FORMAT, message_to_dict, read_history, write_history
 from ..errors import ConfigError
 from ..types import Message
 from ._calls import ScriptCalls
+from ._inputs import checked_copy
 from ._run_call import Runner
 
 if TYPE_CHECKING:
     from ._prepare import Call, CallInputs
 
 __all__ = ["Session", "load"]
-
-_FORMAT = "ollm-lite-session"
 
 
 class SessionClient(Runner, Protocol):
@@ -47,6 +46,8 @@ class Session(ScriptCalls):
         system: The system prompt of every call (a call's own ``system=`` wins).
         tools: The tools every ``run``/``events`` call offers (a call's own ``tools=`` wins).
         messages: History to start from (copied).
+        session_id: The id linking this conversation's calls in the call log (default: a
+            new one).
 
     Its :meth:`ask`, :meth:`stream`, :meth:`run` and :meth:`events` are the client's,
     continuing this conversation.
@@ -59,13 +60,16 @@ class Session(ScriptCalls):
         system: str | None = None,
         tools: Any = None,
         messages: Iterable[Message] = (),
+        session_id: str | None = None,
     ) -> None:
         if system is not None and not isinstance(system, str):
             raise ConfigError(f"system must be a str, not {type(system).__name__}")
         self.client = client
         self.system = system
         self.tools = tools
-        self._history: list[Message] = [replace(m, parts=list(m.parts)) for m in messages]
+        self._history: list[Message] = _checked_history(messages)
+        #: Links this conversation's calls in the call log; kept by ``save``/``load_session``.
+        self.session_id = session_id or uuid.uuid4().hex
 
     def __repr__(self) -> str:
         return f"Session(messages={len(self._history)}, system={self.system is not None})"
@@ -92,13 +96,16 @@ class Session(ScriptCalls):
     # ------------------------------------------------------------------ persistence
 
     def to_dict(self) -> dict[str, Any]:
-        """The session as JSON-ready data (``format``, ``version``, ``system``, ``messages``)."""
-        return {
-            "format": _FORMAT,
+        """The session as JSON-ready data (``format``, ``version``, ``system``, ``messages``,
+        ``session_id``)."""
+        data: dict[str, Any] = {
+            "format": SESSION_FORMAT,
             "version": 1,
             "system": self.system,
             "messages": [message_to_dict(m) for m in self._history],
+            "session_id": self.session_id,
         }
+        return data
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the conversation as JSON (atomically: a crash never leaves half a file).
@@ -106,7 +113,7 @@ class Session(ScriptCalls):
         Raises:
             ConfigError: ``CONFIG_INVALID`` when the file cannot be written.
         """
-        write_conversation(path, self.to_dict(), "session")
+        write_history(path, self.to_dict(), "session")
 
 
 def load(path: str | os.PathLike[str], client: SessionClient) -> Session:
@@ -115,12 +122,21 @@ def load(path: str | os.PathLike[str], client: SessionClient) -> Session:
     Raises:
         ConfigError: ``CONFIG_INVALID`` when the file is unreadable or not a saved session.
     """
-    try:
-        data = json.loads(Path(path).read_text("utf-8"))
-        messages = [message_from_dict(m) for m in data["messages"]]
-        system = data.get("system", data.get("system_prompt"))
-        if system is not None and not isinstance(system, str):
-            raise TypeError("system is not a string")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"cannot load a session from {path}: {exc}") from exc
-    return Session(client, system=system, messages=messages)
+    saved = read_history(path, "session")
+    session = Session(client, system=saved.system, session_id=saved.session_id)
+    session._history = saved.messages  # new values, every field checked by the reader
+    return session
+
+
+def _checked_history(messages: Iterable[Message]) -> list[Message]:
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise ConfigError(f"messages must be a list of Message values, not {type_name(messages)}")
+    history = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise ConfigError(f"messages[{index}] must be a Message, not {type_name(message)}")
+        try:
+            history.append(checked_copy(message))
+        except ConfigError as exc:
+            raise ConfigError(f"messages[{index}]: {exc.message}") from exc
+    return history

@@ -28,6 +28,19 @@ from ..tools._validation import validate_arguments
 __all__ = ["AnswerSpec", "answer_spec", "correction_prompt", "parse_answer"]
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(.*?)\n?\s*```\s*$", re.DOTALL)
+_NOT_JSON = "the answer is not valid JSON"
+_CONSTANT = "the answer holds NaN or Infinity, which JSON does not allow (use a number or null)"
+
+
+class _Constant(ValueError):
+    """``NaN``, ``Infinity``, ``-Infinity``: Python's :mod:`json` reads them; RFC 8259 has none."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Constant(name)
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,18 +121,23 @@ def _json_value(text: str) -> tuple[Any, str | None]:
         body = fenced.group(1).strip()
     if not body:
         return None, "the answer was empty; a JSON value was expected"
+    problem = _NOT_JSON
     try:
-        return json.loads(body), None
+        return _DECODER.decode(body), None
+    except _Constant:
+        problem = _CONSTANT
     except (ValueError, RecursionError):
         pass
     start = min((i for i in (body.find("{"), body.find("[")) if i >= 0), default=-1)
     if start >= 0:  # prose around the JSON: take the first complete value
         try:
-            value, _ = json.JSONDecoder().raw_decode(body[start:])
+            value, _ = _DECODER.raw_decode(body[start:])
             return value, None
+        except _Constant:
+            problem = _CONSTANT
         except (ValueError, RecursionError):
             pass
-    return None, "the answer is not valid JSON"
+    return None, problem
 
 
 def correction_prompt(errors: list[str], spec: AnswerSpec) -> str:

@@ -32,7 +32,8 @@ Invariants:
 * Provider names are canonical after loading (``local``, ``vllm``, ``openai-compatible``,
   ``gemini``). An alias selects its canonical provider; a backend alias (``lmstudio``,
   ``localai``, ``kobold``, ``llamacpp``) also sets ``providers.openai-compatible.backend``.
-* :func:`load_config` raises only for an unreadable file or malformed TOML, a named file that
+* :func:`load_config` raises only for an unreadable file (or one that is not a regular file,
+  or holds more than :data:`CONFIG_LIMIT` bytes) or malformed TOML, a named file that
   does not exist, and an unset ``${VAR}`` without a default. Bad values load as they are and
   :func:`validate_config` reports every problem at once, each with its dotted field path; a
   value holding a malformed reference (an unterminated ``${``, ``${}``, ``${1A}``) is one of
@@ -51,6 +52,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._files import MiB, path_text, read_file
+from .._safe_text import type_name
+from ..call_log._settings import log_issues
 from ..errors import ConfigError
 from ._check import (
     check_context_limits,
@@ -97,6 +101,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: The most bytes a config file may hold: far above any real one, and never read unbounded.
+CONFIG_LIMIT = 1 * MiB
 #: Environment variable → dotted config path it sets: the one list of the variables the
 #: library reads (providers ask :func:`env_default`). Where two set the same path, the first
 #: one set wins (``GEMINI_API_KEY`` over Google's own ``GOOGLE_API_KEY``).
@@ -144,7 +151,7 @@ def env_names(path: str) -> list[str]:
     return [var for var, target in ENV_VARS.items() if target == path]
 
 
-_TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp")
+_TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp", "log")
 #: Override keys that apply to the selected provider's section (``--host``, ``--api-key``).
 _SHORTHAND_KEYS = _SECTION_KEYS
 
@@ -157,6 +164,10 @@ def config_path(
     Explicit: the ``path`` argument or ``$OLLM_CONFIG``; else the XDG location.
     """
     if path is not None:
+        if not isinstance(path, str | os.PathLike):
+            raise ConfigError(
+                f"a config file is a path (str or os.PathLike), not {type_name(path)}"
+            )
         return Path(path).expanduser(), True
     if env.get("OLLM_CONFIG"):
         return Path(env["OLLM_CONFIG"]).expanduser(), True
@@ -182,6 +193,7 @@ class _Layer:
         self.sections: dict[str, dict[str, Any]] = {}
         self.context_limits: dict[str, Any] = {}
         self.mcp_servers: dict[str, McpServerConfig] = {}
+        self.log: dict[str, Any] = {}
         self.shorthand: dict[str, Any] = {}
         self.origins: dict[str, str] = {}
         self.issues: list[ConfigIssue] = []
@@ -228,6 +240,12 @@ def _file_layer(data: Mapping[str, Any], origin: str) -> _Layer:
             layer.issues.extend(ConfigIssue(path, message) for path, message in problems)
             for name in servers:
                 layer.origins[f"mcp.servers.{name}"] = origin
+        elif key == "log":  # the call log's table (its values checked by validate_config)
+            if not isinstance(value, dict):
+                layer.issues.append(type_issue("log", "a table", value))
+                continue
+            layer.log = dict(value)
+            layer.origins.update({f"log.{k}": origin for k in value})
         else:
             layer.issues.append(unknown_key(key, key, _TOP_KEYS))
     return layer
@@ -310,8 +328,10 @@ def _merge(layers: list[_Layer]) -> Config:
             sections.setdefault(name, {}).update(values)
         config.context_limits.update(layer.context_limits)
         config.mcp_servers.update(layer.mcp_servers)
+        config.log.update(layer.log)
         config.origins.update(layer.origins)
         config.issues.extend(layer.issues)
+    _drop_other_backends_server(layers, sections, config.origins)
     # --host / --api-key apply to whichever provider is selected once every layer is merged.
     selected = canonical_provider(config.provider)[0] if isinstance(config.provider, str) else ""
     for layer in layers:
@@ -320,6 +340,41 @@ def _merge(layers: list[_Layer]) -> Config:
             config.origins[f"providers.{selected}.{key}"] = layer.origin
     config.providers = {name: ProviderConfig(**values) for name, values in sections.items()}
     return config
+
+
+#: The settings that name one server: they belong to the backend they were configured for.
+_SERVER_KEYS = ("base_url", "api_key")
+
+
+def _drop_other_backends_server(
+    layers: list[_Layer], sections: dict[str, dict[str, Any]], origins: dict[str, str]
+) -> None:
+    """Forget an ``openai-compatible`` URL and key set for another backend than the one chosen.
+
+    The backend aliases share one section, so ``OLLM_PROVIDER=lmstudio`` over a file written
+    for ``llamacpp`` would otherwise send LM Studio requests to the llama.cpp server's URL. A
+    URL or key set in a layer that also named a backend is that backend's; when a later layer
+    picks another backend, the chosen backend's own default (or a URL set without a backend,
+    e.g. ``OPENAI_COMPATIBLE_HOST``) applies, and ``config show`` says which value was dropped.
+    """
+    merged = sections.get("openai-compatible")
+    chosen = merged.get("backend") if merged else None
+    if not isinstance(chosen, str):
+        return
+    owners: dict[str, tuple[Any, str]] = {}
+    for layer in layers:
+        section = layer.sections.get("openai-compatible", {})
+        for key in _SERVER_KEYS:
+            if key in section:
+                owners[key] = (section.get("backend"), layer.origin)
+    for key, (backend, origin) in owners.items():
+        if isinstance(backend, str) and backend != chosen and merged is not None:
+            del merged[key]
+            origins[f"providers.openai-compatible.{key}"] = (
+                f"not used: the {origin} sets it for backend {backend!r}, and backend "
+                f"{chosen!r} ({origins.get('providers.openai-compatible.backend', 'default')}) "
+                "is selected"
+            )
 
 
 # --------------------------------------------------------------------------- loading
@@ -371,23 +426,22 @@ def load_config(
 
 
 def _read_toml(file: Path, explicit: bool) -> dict[str, Any] | None:
-    try:
-        raw = file.read_bytes()
-    except FileNotFoundError:
+    raw = read_file(file, CONFIG_LIMIT, "config file", missing_ok=True)
+    if raw is None:
         if explicit:
             raise ConfigError(
-                f"config file {file} does not exist (check --config / $OLLM_CONFIG)",
-                details={"file": str(file)},
-            ) from None
+                f"config file {path_text(file)} does not exist (check --config / $OLLM_CONFIG)",
+                details={"file": path_text(file)},
+            )
         return None
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot read config file {file}: {exc.strerror or exc}", details={"file": str(file)}
-        ) from exc
     import tomllib  # here, not at the top: a provider built without a file never needs it
 
     try:
         return tomllib.loads(raw.decode("utf-8"))
+    except RecursionError as exc:
+        raise ConfigError(
+            f"config file {file} nests arrays or tables too deeply", details={"file": str(file)}
+        ) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"config file {file} is not UTF-8 text", details={"file": str(file)}
@@ -422,6 +476,7 @@ def validate_config(config: Config) -> list[ConfigIssue]:
         *check_context_limits(config.context_limits),
         *_check_gemini_key(config),
     ]
+    issues.extend(ConfigIssue(path, message) for path, message in log_issues(config.log))
     servers: Any = config.mcp_servers
     if isinstance(servers, dict):
         issues.extend(ConfigIssue(path, message) for path, message in mcp_issues(servers))

@@ -177,11 +177,12 @@ def build_provider(
         return provider
     from ..registry import default_registry
 
-    def build(host: str | None) -> ProviderAdapter:
+    def build(host: str | None, member: bool = False) -> ProviderAdapter:
         settings = config
         if host is not None:
             settings = _override(config, provider=None, model=None, host=host, api_key=None)
-        return default_registry(settings).require(settings.provider)
+        built = default_registry(settings).require(settings.provider)
+        return fleet_member(built) if member else built
 
     if hosts is not None:
         if isinstance(hosts, str) or not all(isinstance(h, str) and h for h in hosts):
@@ -189,14 +190,25 @@ def build_provider(
         if len(hosts) > 1 or (hosts and per_host is not None):
             from ..fleet import fleet_from_hosts
 
-            return fleet_from_hosts(build, hosts, per_host=per_host)
+            return fleet_from_hosts(lambda url: build(url, True), hosts, per_host=per_host)
         if hosts:
             return build(hosts[0])
     if per_host is not None:
         from ..fleet import Fleet
 
-        return Fleet([build(None)], per_host=per_host)
+        return Fleet([build(None, True)], per_host=per_host)
     return build(None)
+
+
+def fleet_member(provider: ProviderAdapter) -> ProviderAdapter:
+    """``provider``, just built by the library for a fleet, made to fail fast (no retries of
+    its own): inside a fleet a member's retryable failure is the fleet's to route (another
+    server at once, the sick one rested for its ``Retry-After``), not the member's to wait
+    out. Only for providers the library built itself (a caller's object is never changed)."""
+    fail_fast = getattr(provider, "_fail_fast", None)
+    if callable(fail_fast):
+        fail_fast()
+    return provider
 
 
 def resolve_model(

@@ -6,7 +6,7 @@ from typing import Any
 
 from ._mcp_servers import McpServerConfig
 from ._model import Config
-from ._secrets import config_secrets, mask_secrets, secret_path
+from ._secrets import config_secrets, mask_secrets
 
 #: The keys of a ``[providers.NAME]`` section, in display order.
 SECTION_KEYS = ("base_url", "api_key", "backend", "timeout")
@@ -54,7 +54,7 @@ def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
         if value is not None and value != {}:
             values[key] = value
     if isinstance(server.env, dict) and server.env:
-        values["env"] = {k: "***" if secret_path(str(k)) else v for k, v in server.env.items()}
+        values["env"] = {k: "***" for k in server.env}  # every value: a secret
     if isinstance(server.headers, dict) and server.headers:
         values["headers"] = {k: "***" for k in server.headers}
     return values

@@ -6,6 +6,7 @@ Public through :mod:`ollm_lite.config`, which re-exports every name here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..providers.backends import (
     BACKENDS as BACKEND_TABLE,
@@ -88,6 +89,7 @@ class Config:
         context_limits: Context window per model name (wins over what servers report).
         mcp_servers: MCP servers by name (``[mcp.servers.NAME]``), for ``mcp_tools(NAME)``
             and ``ollm-lite chat --tools NAME``.
+        log: The ``[log]`` table (``enabled``, ``path``) of the call log.
         source: The file that was read, or ``None`` when none was.
         origins: Dotted path → where its value came from (``file``, ``env NAME``,
             ``override``), for ``ollm-lite config show``.
@@ -101,6 +103,7 @@ class Config:
     providers: dict[str, ProviderConfig] = field(default_factory=dict)
     context_limits: dict[str, int] = field(default_factory=dict)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
+    log: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     issues: list[ConfigIssue] = field(default_factory=list, repr=False, compare=False)

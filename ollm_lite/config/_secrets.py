@@ -33,7 +33,8 @@ def secret_strings(value: Any) -> list[str]:
 
 
 def config_secrets(config: Configured) -> list[str]:
-    """Every configured API key value (to mask wherever a key was pasted by mistake)."""
+    """Every configured secret: API keys, MCP servers' header and ``env`` values (to mask
+    wherever one was pasted by mistake)."""
     providers: Any = config.providers
     servers: Any = config.mcp_servers
     found = [
@@ -43,11 +44,7 @@ def config_secrets(config: Configured) -> list[str]:
     ]
     for server in servers.values() if isinstance(servers, dict) else ():
         found.extend(secret_strings(getattr(server, "headers", None)))
-        env: Any = getattr(server, "env", None)
-        if isinstance(env, dict):
-            found.extend(
-                s for k, v in env.items() if secret_path(str(k)) for s in secret_strings(v)
-            )
+        found.extend(secret_strings(getattr(server, "env", None)))
     return found
 
 

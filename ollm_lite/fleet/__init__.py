@@ -12,8 +12,11 @@ Routing rules:
   :data:`DEFAULT_PER_HOST`. When every endpoint is full or resting, the request waits.
 * An endpoint that refuses the connection, cannot be reached, or answers 5xx is *ejected*: it
   gets no requests for a backoff (1 s, doubling per consecutive failure up to 30 s), and the
-  request that failed goes to another endpoint. A 429 with ``Retry-After`` rests that one
-  endpoint for the time the server asked (at most 60 s), not the others.
+  request that failed goes to another endpoint at once. A 429 or 5xx with ``Retry-After``
+  rests that one endpoint for the time the server asked (at most 60 s), not the others.
+* When every endpoint rests (a fleet of one), the request waits for the first to come back,
+  ``Retry-After`` included, but only while the call's deadline allows: a rest that ends past
+  it gives the last endpoint's error at once.
 * Only failures *before* any answer reached the caller move a request: once a stream has
   yielded its first event, an error ends that stream as usual and is never replayed
   elsewhere (a second server would answer differently, and the caller already has text).
@@ -22,7 +25,8 @@ Routing rules:
   were made.
 
 Members should not retry on their own (``retries=0``): a member's retries wait on the same
-failing server, while the fleet moves on at once. :func:`fleet_from_hosts` builds them so.
+failing server (a 503's ``Retry-After`` included), while the fleet moves on at once.
+``connect(hosts=...)`` and ``ollm-lite batch run --host ...`` build their members so.
 
 Ejections and returns are logged at WARNING / INFO (logger ``ollm_lite.fleet``);
 :meth:`Fleet.status` and :meth:`Fleet.health_note` feed progress displays.
@@ -182,7 +186,7 @@ class Fleet:
                 errors that another server would repeat (``MODEL_NOT_FOUND``, 4xx …).
             Cancelled: ``CANCELLED`` when ``request.cancel`` was set.
         """
-        return self._router.call(lambda p: p.chat(request), request.cancel)
+        return self._router.call(lambda p: p.chat(request), request.cancel, timeout=request.timeout)
 
     def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
         """Stream one answer; a failure before the first event moves it to another endpoint.

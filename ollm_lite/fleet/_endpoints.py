@@ -3,9 +3,10 @@
 An :class:`Endpoint` counts its requests in flight against its limit and rests after a
 failure that happened before any answer. :func:`failover_reason` sorts such an error into
 ``"down"`` (refused, unreachable, 5xx, no connection within the connect timeout) or ``"busy"``
-(429); :meth:`Endpoint.finish` turns it into a rest: for ``"down"`` the backoff doubles per
-consecutive failure up to its maximum, for ``"busy"`` the server's ``Retry-After`` (at most
-:data:`MAX_RETRY_AFTER_S`) rests that one endpoint. :func:`health_of` sums the endpoints'
+(429); :meth:`Endpoint.finish` turns it into a rest: the server's ``Retry-After`` where it gave
+one (a 429's or a 503's; at most :data:`MAX_RETRY_AFTER_S`), else for ``"down"`` a backoff
+that doubles per consecutive failure up to its maximum. The rest is that one endpoint's: the
+request itself moves to another at once. :func:`health_of` sums the endpoints'
 health checks up into the fleet's. Endpoints hold no lock of their own: the fleet's router
 holds its lock around every change.
 """
@@ -30,6 +31,7 @@ __all__ = [
     "Failover",
     "failover_reason",
     "health_of",
+    "retry_after_of",
 ]
 
 # The fleet's documented logger (ejections at WARNING, returns at INFO).
@@ -72,6 +74,17 @@ def failover_reason(error: OllmError) -> Failover | None:
         return "down" if status >= 500 else None
     if isinstance(error, RequestTimeout) and not error.details:
         return "down"  # the connection could not be opened in time; nothing was sent
+    return None
+
+
+def retry_after_of(error: OllmError) -> float | None:
+    """The seconds the server asked to wait before the next request (``Retry-After``), if it
+    said (a 429's ``retry_after``, or any error status's ``details["retry_after"]``)."""
+    value = error.retry_after if isinstance(error, RateLimited) else None
+    if value is None:
+        value = error.details.get("retry_after")
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return float(value)
     return None
 
 
@@ -136,19 +149,22 @@ class Endpoint:
                 self.failures = 0
             return None
         reason = failover_reason(error)
+        if reason is None:
+            return None
+        asked = retry_after_of(error)
         if reason == "busy":
-            assert isinstance(error, RateLimited)
-            rest = min(MAX_RETRY_AFTER_S, error.retry_after or backoff)
-            self.rest_until = max(self.rest_until, now + rest)
+            rest = min(MAX_RETRY_AFTER_S, asked or backoff)
             logger.warning("fleet: %s is rate limiting; resting it %.1f s", self.url, rest)
-        elif reason == "down":
+        else:
             self.failures += 1
             rest = min(max_backoff, backoff * 2 ** (self.failures - 1))
-            self.rest_until = max(self.rest_until, now + rest)
+            if asked is not None:  # the server said when to come back (a 503's Retry-After)
+                rest = min(MAX_RETRY_AFTER_S, asked)
             logger.warning(
                 "fleet: %s ejected for %.1f s after %s (%d in a row)",
                 self.url, rest, error.code, self.failures,
             )  # fmt: skip
+        self.rest_until = max(self.rest_until, now + rest)
         return reason
 
 

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from ..errors import Cancelled, OllmError, error_from_code
+from .._cancel_link import deadline_of, past_deadline
+from ..errors import Cancelled, OllmError, RequestTimeout, error_from_code
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ..types import ErrorEvent, ErrorInfo, FinishEvent, ProviderEvent, ProviderRequest
 from ._endpoints import (
@@ -85,7 +86,7 @@ class Router:
                 return
             with ThreadPoolExecutor(max_workers=len(unknown)) as pool:
                 found = list(pool.map(lambda e: _server_slots(e.provider, cancel), unknown))
-            if cancel is not None and cancel.is_set():
+            if cancel is not None and (cancel.is_set() or past_deadline(cancel)):
                 return  # the answers may be cut short: ask again next time
             with self._cond:
                 for endpoint, slots in zip(unknown, found, strict=True):
@@ -99,17 +100,25 @@ class Router:
         *,
         bounded: bool = True,
         avoid: set[Endpoint] | None = None,
+        deadline: float | None = None,
+        last: OllmError | None = None,
     ) -> Endpoint:
         """A slot on the least busy endpoint, waiting while none is free.
 
         ``avoid``: endpoints that already failed this request; used again only once every
         endpoint has (a request waits for a busy good server rather than re-trying a dead one
-        whose rest just ended).
+        whose rest just ended). The wait ends at ``deadline`` (``time.monotonic()``; the
+        earlier of it and the one ``cancel`` carries), and at once when every endpoint rests
+        past it: a rest the server asked for (``Retry-After``) is waited out only when the
+        call has the time.
 
         Raises:
             Cancelled: ``CANCELLED`` when ``cancel`` was set while waiting.
+            OllmError: ``last`` (the request's last failure), else ``LLM_TIMEOUT``, when no
+                endpoint takes the request before the deadline.
         """
         self.ensure_limits(cancel)
+        deadline = _earlier(deadline, deadline_of(cancel))
         pool = [e for e in self.endpoints if not avoid or e not in avoid] or self.endpoints
         with self._cond:
             while True:
@@ -125,8 +134,21 @@ class Router:
                     chosen.in_flight += 1
                     return chosen
                 waits = [e.rest_until - now for e in pool if e.rest_until > now]
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or (len(waits) == len(pool) and min(waits) >= left):
+                        raise last or self._late()
+                    waits.append(left)
                 timeout = min([_WAIT_SLICE_S, *waits]) if cancel is not None or waits else None
                 self._cond.wait(timeout=None if timeout is None else max(timeout, 0.001))
+
+    def _late(self) -> RequestTimeout:
+        provider = self.endpoints[0].provider
+        return RequestTimeout(
+            "no server of the fleet was free before the call's deadline "
+            f"({', '.join(e.url for e in self.endpoints)})",
+            provider=provider.name,
+        )
 
     def release(self, endpoint: Endpoint, error: OllmError | None) -> Failover | None:
         """Free the slot; rest the endpoint when ``error`` says it is down or busy."""
@@ -143,23 +165,30 @@ class Router:
         cancel: threading.Event | None = None,
         *,
         bounded: bool = True,
+        timeout: float | None = None,
     ) -> _T:
         """``fn(member)`` on the least busy endpoint, moving on while it fails before answering.
 
         ``bounded=False`` (quick metadata calls) does not wait for a free slot: a model's
-        context length should not queue behind long generations.
+        context length should not queue behind long generations. ``timeout``: seconds the
+        whole call may take (beside the deadline ``cancel`` carries).
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
         failed: set[Endpoint] = set()
         attempt = 0
+        last: OllmError | None = None
         while True:
             attempt += 1
-            endpoint = self.acquire(cancel, bounded=bounded, avoid=failed)
+            endpoint = self.acquire(
+                cancel, bounded=bounded, avoid=failed, deadline=deadline, last=last
+            )
             try:
                 value = fn(endpoint.provider)
             except OllmError as exc:
                 if self.release(endpoint, exc) is None or self.spent(attempt, failed, endpoint):
                     raise
                 logger.debug("fleet: moving a request off %s (%s)", endpoint.url, exc.code)
+                last = exc
                 continue
             except BaseException:
                 self.release(endpoint, None)
@@ -175,12 +204,17 @@ class Router:
         """
         failed: set[Endpoint] = set()
         attempt = 0
+        deadline = None if request.timeout is None else time.monotonic() + request.timeout
+        last: OllmError | None = None
         while True:
             attempt += 1
             try:
-                endpoint = self.acquire(request.cancel, avoid=failed)
+                endpoint = self.acquire(request.cancel, avoid=failed, deadline=deadline, last=last)
             except Cancelled:
                 yield FinishEvent("cancelled")
+                return
+            except OllmError as exc:  # no server free before the deadline
+                yield ErrorEvent(exc.to_info(), exception=exc)
                 return
             error: OllmError | None = None
             stream: Iterator[ProviderEvent] = iter(())
@@ -192,6 +226,7 @@ class Router:
                     if failover_reason(error) is not None and not self.spent(
                         attempt, failed, endpoint
                     ):
+                        last = error
                         continue  # nothing reached the caller: the finally rests it
                 if first is None:
                     error = error_from_code(
@@ -215,6 +250,13 @@ class Router:
         """
         failed.add(endpoint)
         return attempt >= self.max_attempts and len(failed) == len(self.endpoints)
+
+
+def _earlier(a: float | None, b: float | None) -> float | None:
+    """The earlier of two optional deadlines."""
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def _server_slots(provider: ProviderAdapter, cancel: threading.Event | None) -> int | None:

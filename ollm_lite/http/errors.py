@@ -127,6 +127,7 @@ def error_for_status(
     not_found: Literal["model", "route"] = "route",
     redact: Callable[[str], str] = lambda s: s,
     model_hint: str = "",
+    auth_hint: str = "",
 ) -> OllmError:
     """The one mapping from an HTTP error answer to an exception.
 
@@ -134,8 +135,10 @@ def error_for_status(
     ``ModelNotFound`` when ``not_found == "model"`` (or Google says ``NOT_FOUND``), else
     ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
     ``RequestTimeout``; anything else → ``HTTPStatusError``. ``details`` holds ``status``,
-    ``url``, the server's own ``server_message`` (masked, at most 1000 characters) and its
-    error ``type``/``code`` where it gave them.
+    ``url``, the server's own ``server_message`` (masked, at most 1000 characters), its
+    error ``type``/``code`` where it gave them, and ``retry_after`` (seconds) for any status
+    whose answer said when to come back (``Retry-After``, ``retry-after-ms``). ``auth_hint``
+    says what to check after a rejected request (default: the API key given to the provider).
     """
     message, facts = _server_message(body, headers.get("content-type", ""), redact)
     # The structured facts come from the same body: a server echoing the request can put
@@ -148,16 +151,19 @@ def error_for_status(
     where = f"{provider} at {url}"
     server_says = f": {message}" if message else ""
     kw: dict[str, Any] = {"details": details, "provider": provider, "model": model}
+    retry_after = _retry_after(headers, facts)
+    if retry_after is not None:  # a 503's too: a fleet rests that server for as long
+        details["retry_after"] = retry_after
 
     if _is_auth_failure(status, facts):
         return AuthenticationError(
             f"{where} rejected the credentials (HTTP {status}){server_says}. "
-            "Check the API key given to the provider.",
+            f"{auth_hint or 'Check the API key given to the provider.'}",
             status=status,
             **kw,
         )
     if status == 429 or google_status == "RESOURCE_EXHAUSTED":
-        retry_after = details["retry_after"] = _retry_after(headers, facts)
+        details["retry_after"] = retry_after
         return RateLimited(
             f"{where} is rate limiting requests (HTTP {status}){server_says}",
             status=status,

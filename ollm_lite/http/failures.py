@@ -91,7 +91,8 @@ class Failures:
     def deadline_error(self) -> RequestTimeout:
         """``LLM_TIMEOUT`` for a request past its total deadline."""
         return RequestTimeout(
-            f"{self.origin.where} did not finish within the {self.timeouts.total:g} s deadline",
+            f"{self.origin.where} did not finish within the {self.timeouts.total or 0:.3g} s "
+            "deadline",
             provider=self.origin.provider,
             model=self.model,
             details={"deadline": self.timeouts.total},

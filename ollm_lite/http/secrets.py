@@ -1,23 +1,35 @@
 """Secrets kept out of messages: the one redactor, and the check that a key can be sent.
 
-:class:`Redactor` replaces the provider's secrets with ``***`` wherever text from the server
-reaches an error (configuration display uses it too); :func:`check_sendable` refuses, before
-any request, a key or header value that no HTTP header can carry, without quoting it.
+A secret is every value the caller hands the library as configuration of a connection: API
+keys, URL user-info, the value of every header it supplies (configured, per call, an MCP
+server's ``headers``) and of every ``env`` entry it gives an MCP server. :class:`Redactor`
+replaces them with ``***`` wherever the library writes text: exception messages, details and
+the exceptions they are chained to, log records, the CLI's output, batch files (configuration
+display uses it too). Values shorter than :data:`MIN_SECRET` characters are not masked.
+:func:`check_sendable` refuses, before any request, a key or header value that no HTTP header
+can carry, without quoting it.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
-from typing import Any
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OllmError
 
 __all__ = ["MIN_SECRET", "Redactor", "basic_token", "check_sendable", "unsendable"]
 
 #: Shorter "keys" are not masked inside other text (they would garble ordinary words); the
 #: one threshold for every message the library builds, configuration display included.
 MIN_SECRET = 4
+
+_E = TypeVar("_E", bound=BaseException)
+
+#: Attributes of error subclasses that may quote a server (``ConnectionFailed.url``, an MCP
+#: error's ``data``).
+_QUOTING_ATTRIBUTES = ("url", "data")
 
 
 class Redactor:
@@ -29,9 +41,13 @@ class Redactor:
 
     __slots__ = ("_secrets",)
 
-    def __init__(self, secrets: Sequence[str]) -> None:
+    def __init__(self, secrets: Iterable[str]) -> None:
         kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}
         self._secrets = tuple(sorted(kept, key=len, reverse=True))  # longest first
+
+    def __bool__(self) -> bool:
+        """Whether there is anything to mask."""
+        return bool(self._secrets)
 
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
@@ -39,8 +55,20 @@ class Redactor:
                 text = text.replace(secret, "***")
         return text
 
+    def plus(self, secrets: Iterable[str]) -> Redactor:
+        """A redactor masking ``secrets`` as well (``self`` when they add nothing)."""
+        added = [s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET]
+        if not added or set(added) <= set(self._secrets):
+            return self
+        return Redactor([*self._secrets, *added])
+
+    def leaks(self, text: str) -> bool:
+        """Whether ``text`` holds one of the secrets."""
+        return any(secret in text for secret in self._secrets)
+
     def event(self, event: Any) -> Any:
-        """An ``ErrorEvent`` with its message and details redacted; other events unchanged.
+        """An ``ErrorEvent`` with its message, details and exception redacted; other events
+        unchanged.
 
         For errors a server reports *inside* a 200 stream, which never pass the status
         mapping (a server echoing the key mid-stream must not leak it).
@@ -48,16 +76,85 @@ class Redactor:
         error = getattr(event, "error", None)
         if error is None or not self._secrets:
             return event
-        return type(event)(type(error)(self(error.message), error.code, self.obj(error.details)))
+        info = type(error)(self(error.message), error.code, self.obj(error.details))
+        exception = getattr(event, "exception", None)
+        if exception is None:
+            return type(event)(info)
+        return type(event)(info, exception=self.error(exception))
+
+    def error(self, exc: _E) -> _E:
+        """``exc`` with the secrets masked in its text and along its chain.
+
+        An :class:`~ollm_lite.errors.OllmError` holding a secret (message, details, its
+        causes) is replaced by a masked copy (class, code, traceback and chain kept); the
+        chain is cut before a foreign exception whose text holds one. Other exceptions are
+        returned as they are. ``exc`` itself is never changed.
+        """
+        if not self._secrets or not isinstance(exc, OllmError):
+            return exc
+        return self._error(exc, 0)
+
+    def _error(self, exc: _E, depth: int) -> _E:
+        via_cause = exc.__cause__ is not None
+        link = exc.__cause__ if via_cause else exc.__context__
+        masked: BaseException | None = link
+        if link is not None:
+            if depth >= 20 or (not isinstance(link, OllmError) and self._leaks_exc(link)):
+                masked = None
+            elif isinstance(link, OllmError):
+                masked = self._error(link, depth + 1)
+        if masked is link and not self._leaks_exc(exc):
+            return exc
+        out = copy.copy(exc)
+        if isinstance(out, OllmError):
+            out.message = self(out.message)
+            out.details = self.obj(out.details)
+            out.args = (out.message, *out.args[1:])
+        for name in _QUOTING_ATTRIBUTES:  # what subclasses quote besides the message
+            if getattr(out, name, None) is not None:
+                setattr(out, name, self.obj(getattr(out, name)))
+        out.__traceback__ = exc.__traceback__
+        if via_cause:
+            out.__cause__, out.__context__ = masked, None
+            out.__suppress_context__ = True
+        else:
+            out.__cause__, out.__context__ = None, masked
+            out.__suppress_context__ = exc.__suppress_context__
+        return out
+
+    def _leaks_exc(self, exc: BaseException) -> bool:
+        try:
+            text = str(exc)
+        except Exception:  # a foreign __str__ may fail: it is not quoted anywhere then
+            return False
+        if self.leaks(text):
+            return True
+        if isinstance(exc, OllmError):
+            quoted = [exc.details, *(getattr(exc, n, None) for n in _QUOTING_ATTRIBUTES)]
+            return self._holds(quoted)
+        return False
+
+    def _holds(self, value: Any) -> bool:
+        """Whether a string inside ``value`` (as :meth:`obj` walks it) holds a secret."""
+        if isinstance(value, str):
+            return self.leaks(value)
+        if isinstance(value, dict):
+            return any(self._holds(k) or self._holds(v) for k, v in value.items())
+        if isinstance(value, list) or type(value) is tuple:
+            return any(self._holds(v) for v in value)
+        return False
 
     def obj(self, value: Any) -> Any:
-        """``value`` with every string inside it (dict values, list items) redacted."""
+        """``value`` with every string inside it (dict keys and values, list and tuple items)
+        redacted."""
         if isinstance(value, str):
             return self(value)
         if isinstance(value, dict):
-            return {k: self.obj(v) for k, v in value.items()}
+            return {self.obj(k): self.obj(v) for k, v in value.items()}
         if isinstance(value, list):
             return [self.obj(v) for v in value]
+        if type(value) is tuple:
+            return tuple(self.obj(v) for v in value)
         return value
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
 import requests
@@ -21,6 +21,7 @@ from .errors import error_for_status
 from .failures import Failures, Origin
 from .policy import MAX_ERROR_BODY, RetryPolicy, Timeouts
 from .response import StreamResponse
+from .secrets import Redactor
 
 __all__ = ["Request", "Sender"]
 
@@ -41,6 +42,8 @@ class Request(NamedTuple):
     timeouts: Timeouts
     model: str | None
     not_found: Literal["model", "route"]
+    redact: Redactor
+    """The transport's redactor plus this request's own header values."""
 
 
 class Sender:
@@ -49,19 +52,17 @@ class Sender:
     Args:
         origin: Provider and server, for messages.
         watchdog: The transport's watcher.
-        redact: The transport's redactor.
         model_hint: Added to ``MODEL_NOT_FOUND`` messages; ``{model}`` is replaced.
+        auth_hint: What to check after a 401/403 (``""``: the provider's API key).
     """
 
-    __slots__ = ("_model_hint", "_origin", "_redact", "_watchdog")
+    __slots__ = ("_auth_hint", "_model_hint", "_origin", "_watchdog")
 
-    def __init__(
-        self, origin: Origin, watchdog: Watchdog, redact: Callable[[str], str], model_hint: str
-    ) -> None:
+    def __init__(self, origin: Origin, watchdog: Watchdog, model_hint: str, auth_hint: str) -> None:
         self._origin = origin
         self._watchdog = watchdog
-        self._redact = redact
         self._model_hint = model_hint
+        self._auth_hint = auth_hint
 
     def send(
         self, session: requests.Session, request: Request, policy: RetryPolicy
@@ -100,7 +101,7 @@ class Sender:
             self._watchdog.unwatch(scope)
             if not isinstance(exc, Exception):
                 raise
-            error = failures.on_send(exc, self._redact(request.url), self._redact)
+            error = failures.on_send(exc, request.redact(request.url), request.redact)
             if not isinstance(exc, requests.exceptions.InvalidHeader):
                 raise error from exc
             unchained = error  # the refused header (a key) stays out of the chain
@@ -133,10 +134,11 @@ class Sender:
             err_body,
             stream.headers,
             provider=self._origin.provider,
-            url=self._redact(request.url),
+            url=request.redact(request.url),
             model=request.model,
             not_found=request.not_found,
-            redact=self._redact,
+            redact=request.redact,
             model_hint=self._model_hint,
+            auth_hint=self._auth_hint,
         )
         return policy.classify(err, stream.status, stream.headers)

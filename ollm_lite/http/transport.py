@@ -18,8 +18,11 @@ streamed ones. Around every request it adds:
   (:mod:`ollm_lite.http.cancel`) shuts the socket down when the event is set (or the deadline
   passes), which interrupts a read that is blocked on a silent server. A cancel already set
   sends nothing;
-* redaction: API keys never appear in errors or logs, and custom auth headers are dropped when a
-  redirect leaves the host. Credentials in the base URL become basic auth (``requests``' own).
+* secrets (:mod:`ollm_lite.http.secrets`): API keys, URL user-info and the value of every header
+  the caller supplies (to the transport, or per request) are masked in every error and log
+  record; a redirect to another host carries none of those headers and no authentication
+  (:class:`~ollm_lite.http.urllib3_hooks.RedirectSafeSession`). Credentials in the base URL
+  become basic auth (``requests``' own).
 
 No ``requests``, ``urllib3`` or ``json`` exception escapes: everything becomes an
 :class:`~ollm_lite.errors.OllmError`. ``KeyboardInterrupt`` passes through untouched.
@@ -37,7 +40,8 @@ import requests
 from requests.auth import HTTPBasicAuth
 
 from .. import __version__
-from ..errors import BadResponse
+from .._cancel_link import deadline_of
+from ..errors import BadResponse, RequestTimeout
 from .cancel import Watchdog
 from .failures import Origin, cancelled
 from .policy import Retryable, RetryPolicy, Timeouts
@@ -63,13 +67,14 @@ class Transport:
             (``http://user:pw@host``) are sent as basic auth (unless ``headers`` has an
             ``Authorization``) and kept out of ``base_url`` and messages.
         provider: Provider name used in messages and error details.
-        headers: Headers sent with every request (auth included).
+        headers: Headers sent with every request (auth included); their values are secrets.
         secrets: Values that must never appear in messages (API keys). Each must be sendable
             in a header (no surrounding blank or line break, no control character, Latin-1).
         timeouts: Default limits; per request, ``timeout=`` sets the total deadline.
         retry: Retry policy for failures before the first byte.
         start_hint: What to tell the user when the server cannot be reached.
         model_hint: Added to ``MODEL_NOT_FOUND`` messages; ``{model}`` is replaced.
+        auth_hint: What to check after a 401/403 (default: the provider's API key).
     """
 
     def __init__(
@@ -83,8 +88,10 @@ class Transport:
         retry: RetryPolicy | None = None,
         start_hint: str = "",
         model_hint: str = "",
+        auth_hint: str = "",
     ) -> None:
         check_sendable(provider, secrets, headers or {})
+        secrets = [*secrets, *(headers or {}).values()]
         self.base_url, credentials = split_userinfo(base_url)
         self.provider = provider
         self.timeouts = timeouts or Timeouts()
@@ -103,7 +110,7 @@ class Transport:
                 self._auth = HTTPBasicAuth(user, password)
         self.redact = Redactor(secrets)
         self._watchdog = Watchdog()
-        self._sender = Sender(self._origin, self._watchdog, self.redact, model_hint)
+        self._sender = Sender(self._origin, self._watchdog, model_hint, auth_hint)
         self._session: RedirectSafeSession | None = None
         self._session_lock = threading.Lock()
 
@@ -166,6 +173,8 @@ class Transport:
         while True:
             if cancel is not None and cancel.is_set():
                 raise cancelled(self._origin, request.model)
+            if request.deadline is not None and time.monotonic() >= request.deadline:
+                raise self._late(request)  # nothing is sent past the deadline
             try:
                 return self._sender.send(self.session, request, self.retry)
             except Retryable as exc:
@@ -194,6 +203,16 @@ class Transport:
                     raise cancelled(self._origin, request.model) from None
                 attempt += 1
 
+    def _late(self, request: Request) -> RequestTimeout:
+        """``LLM_TIMEOUT`` for a request whose deadline passed before it could be sent."""
+        return RequestTimeout(
+            f"the deadline passed before {request.method} {self.redact(request.url)} "
+            f"could be sent to {self._origin.where}",
+            provider=self.provider,
+            model=request.model,
+            details={"deadline": request.timeouts.total},
+        )
+
     def _request(self, method: str, path: str, options: RequestOptions) -> Request:
         """The request ``open_stream`` sends, the same on every try (deadline fixed now).
 
@@ -203,14 +222,27 @@ class Transport:
         unknown = options.keys() - RequestOptions.__optional_keys__
         if unknown:
             raise TypeError(f"unexpected request option(s): {', '.join(sorted(unknown))}")
+        now = time.monotonic()
         total = options.get("timeout")
+        if total is None:
+            total = self.timeouts.total
+        # The deadline of the call this request is made for travels with its cancel event, so
+        # every request of a call (look-ups before the chat included) keeps to it.
+        call_deadline = deadline_of(options.get("cancel"))
+        if call_deadline is not None and (total is None or call_deadline < now + total):
+            total = max(call_deadline - now, 0.0)
         timeouts = (
             self.timeouts
-            if total is None
+            if total is self.timeouts.total
             else Timeouts(self.timeouts.connect, self.timeouts.idle, total)
         )
-        deadline = None if timeouts.total is None else time.monotonic() + timeouts.total
-        body, headers = _encode(options.get("json_body"), options.get("headers"), self.provider)
+        deadline = None if timeouts.total is None else now + timeouts.total
+        given = options.get("headers") or {}
+        redact = self.redact.plus(given.values())
+        body, headers = _encode(options.get("json_body"), given, self.provider)
+        protocol = options.get("protocol_headers")
+        if protocol:
+            headers = {**protocol, **headers}
         return Request(
             method,
             self.url(path),
@@ -222,6 +254,7 @@ class Transport:
             timeouts,
             options.get("model"),
             options.get("not_found", "route"),
+            redact,
         )
 
     def request_json(
@@ -272,7 +305,12 @@ class RequestOptions(TypedDict, total=False):
     params: Mapping[str, str] | None
     """Query parameters."""
     headers: Mapping[str, str] | None
-    """Extra headers for this request."""
+    """Extra headers for this request from the caller: their values are secrets (masked in
+    messages, dropped on a redirect to another host)."""
+    protocol_headers: Mapping[str, str] | None
+    """Headers the library itself sets for the protocol (``Accept``, MCP's session id ...):
+    not secrets; kept on a redirect to another host only if they are in
+    :data:`~ollm_lite.http.urllib3_hooks.REDIRECT_KEEPS`."""
     cancel: threading.Event | None
     """Setting it interrupts the request at any point."""
     timeout: float | None

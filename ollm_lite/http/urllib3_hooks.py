@@ -34,6 +34,7 @@ from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConn
 from urllib3.util import connection as _util_connection, timeout as _util_timeout
 
 from .cancel import Scope, current
+from .urls import leaves_origin
 
 __all__ = [
     "REQUIRED",
@@ -44,8 +45,23 @@ __all__ = [
     "response_socket",
 ]
 
-#: Headers that carry a key besides ``Authorization`` (dropped when a redirect leaves the host).
-SENSITIVE_HEADERS = ("x-api-key", "api-key", "x-goog-api-key")
+#: The only headers a request keeps when a redirect leaves its host (:func:`leaves_origin`):
+#: those the library and ``requests`` write for the protocol itself. Every other one (every
+#: header the caller supplied, ``Authorization`` from any source, cookies) is dropped.
+REDIRECT_KEEPS = frozenset(
+    {
+        "user-agent",
+        "accept",
+        "accept-encoding",
+        "content-type",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "mcp-protocol-version",
+        "last-event-id",
+        "proxy-authorization",  # for the proxy of the new URL, set by requests from the env
+    }
+)
 
 #: (where, attribute) for every internal name this module relies on. ``where`` is a class or
 #: module path; attributes of an *instance* are checked on a connection and a response built
@@ -63,7 +79,6 @@ REQUIRED: tuple[tuple[str, str], ...] = (
     ("urllib3.response.HTTPResponse", "read1"),
     ("requests.adapters.HTTPAdapter", "init_poolmanager"),
     ("requests.sessions.Session", "rebuild_auth"),
-    ("requests.sessions.Session", "should_strip_auth"),
     ("HTTPConnection()", "_dns_host"),
     ("HTTPConnection()", "socket_options"),
     ("HTTPConnection()", "source_address"),
@@ -231,15 +246,20 @@ def _close_pool(pool: Any) -> None:
 
 
 class RedirectSafeSession(requests.Session):
-    """A session that drops custom auth headers when a redirect leaves the host."""
+    """A session whose redirects to another host carry no header the caller supplied.
+
+    ``requests`` drops only ``Authorization`` there; this session keeps nothing but
+    :data:`REDIRECT_KEEPS` and adds no authentication (no ``.netrc`` look-up for the new
+    host either). A redirect within the host keeps every header, as ``requests`` does.
+    """
 
     def rebuild_auth(self, prepared_request: Any, response: Any) -> None:
+        if leaves_origin(response.request.url, prepared_request.url):
+            headers = prepared_request.headers
+            for name in [n for n in headers if n.lower() not in REDIRECT_KEEPS]:
+                del headers[name]
+            return
         super().rebuild_auth(prepared_request, response)  # type: ignore[no-untyped-call]
-        if self.should_strip_auth(  # type: ignore[no-untyped-call]
-            response.request.url, prepared_request.url
-        ):
-            for name in SENSITIVE_HEADERS:
-                prepared_request.headers.pop(name, None)
 
 
 def body_chunks(raw: Any) -> tuple[Iterator[bytes], bool]:

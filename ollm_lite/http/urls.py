@@ -20,6 +20,7 @@ from ..errors import ConfigError
 __all__ = [
     "BaseURL",
     "URLProblem",
+    "leaves_origin",
     "normalize_base_url",
     "parse_base_url",
     "split_userinfo",
@@ -182,3 +183,31 @@ def split_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
     user, _, password = userinfo.partition(":")
     bare = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
     return bare, (unquote(user), unquote(password))
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def leaves_origin(old_url: str, new_url: str) -> bool:
+    """Whether a redirect from ``old_url`` to ``new_url`` goes to another host.
+
+    Another host, another port (the scheme's default port counts as written), or ``https``
+    to ``http``: the cases in which ``requests`` drops ``Authorization``
+    (``Session.should_strip_auth``), decided here so that every header the caller supplied
+    is dropped by the same rule. ``http`` to ``https`` on the same host and default ports
+    stays (the usual upgrade to TLS).
+    """
+    old, new = urlsplit(old_url), urlsplit(new_url)
+    old_scheme, new_scheme = old.scheme.lower(), new.scheme.lower()
+    try:
+        old_port = old.port or _DEFAULT_PORTS.get(old_scheme)
+        new_port = new.port or _DEFAULT_PORTS.get(new_scheme)
+    except ValueError:  # a port that is not a number: treat as elsewhere
+        return True
+    if (old.hostname or "").lower() != (new.hostname or "").lower():
+        return True
+    if old_scheme == "https" and new_scheme != "https":
+        return True
+    if old_scheme == "http" and new_scheme == "https":
+        return not (old_port == 80 and new_port == 443)
+    return old_port != new_port

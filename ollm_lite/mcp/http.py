@@ -10,10 +10,18 @@ request, and ``DELETE``s the session when it closes. From 2025-06-18 on, every r
 the handshake carries ``MCP-Protocol-Version: <negotiated version>``. An SSE stream that ends
 before the response arrived is resumed with a ``GET`` carrying ``Last-Event-ID`` when the
 server numbered its events (2025-11-25: the server may close the stream at any time and the
-client "polls" it); otherwise the request fails with ``CONNECTION_FAILED``. After the
+client "polls" it), after waiting the ``retry`` milliseconds the server last set (bounded by
+the call's timeout and cancel: the session abandons the request then); otherwise the request
+fails with ``CONNECTION_FAILED``. After the
 handshake a ``GET`` stream carries what the server sends outside any request (a ``405``: it
-offers none), and a ``404`` to a request carrying the session id ends that session
+offers none; it is reopened after the server's ``retry``, else 1 s), and a ``404`` to a
+request carrying the session id ends that session
 (:class:`SessionExpired`; the session layer starts a new one).
+
+The caller's ``headers`` (and credentials in the URL) are secrets: masked in every error and
+log record, and not sent on when a redirect leads to another host
+(:mod:`ollm_lite.http.secrets`); the headers the protocol itself needs are sent as
+``protocol_headers``.
 
 Each request runs its POST on a daemon thread of its own, so calls from many threads proceed
 in parallel; abandoning a request (timeout, cancel) shuts its connection down through the
@@ -39,6 +47,7 @@ from ..errors import (
 )
 from ..http.policy import RetryPolicy, Timeouts
 from ..http.transport import Transport
+from ..http.urls import without_userinfo
 from ..streams import iter_sse
 from .jsonrpc import (
     MAX_MESSAGE_BYTES,
@@ -62,6 +71,8 @@ logger = logging.getLogger(__name__)
 _ACCEPT = "application/json, text/event-stream"
 _RESUME_ATTEMPTS = 5
 _CLOSE_TIMEOUT_S = 5.0
+#: Wait before reopening the GET stream when the server set no ``retry``.
+_LISTEN_RETRY_S = 1.0
 
 
 class SessionExpired(ConnectionFailed):
@@ -82,22 +93,29 @@ class HttpTransport:
         *,
         headers: Mapping[str, str] | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        name: str | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
-            raise ConfigError(f"an MCP server URL must start with http:// or https://: {url!r}")
-        self.url = url
-        self.describe = f"MCP server at {url}"
-        self.max_message_bytes = max_message_bytes
-        self.session_id: str | None = None
-        self.protocol_version: str | None = None
+            shown = without_userinfo(url) if isinstance(url, str) else url
+            raise ConfigError(f"an MCP server URL must start with http:// or https://: {shown!r}")
+        given = dict(headers or {})
+        server = f"MCP server {name!r}" if name else "the MCP server"
+        sent = f"the headers given to {server} ({', '.join(given)})" if given else server
         self._http = Transport(
             url,
             provider="mcp",
-            headers=dict(headers or {}),
+            headers=given,
             timeouts=Timeouts(connect=10.0, idle=24 * 3600.0),
             retry=RetryPolicy(retries=0),
             start_hint="check the MCP server's URL and that it is running",
+            auth_hint=f"Check {sent}: the server did not accept them.",
         )
+        self.url = self._http.base_url  # credentials in the URL became basic auth
+        self.describe = f"MCP server at {self.url}"
+        self.redact = self._http.redact
+        self.max_message_bytes = max_message_bytes
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
         self._aborts: dict[RequestId, threading.Event] = {}
         self._listen_stop = threading.Event()
         self._listener: threading.Thread | None = None
@@ -129,7 +147,7 @@ class HttpTransport:
             "POST",
             self.url,
             json_body=message_object(message),
-            headers=self._headers(),
+            protocol_headers=self._headers(),
             retry=False,
         ) as response:
             response.read_body(self.max_message_bytes)
@@ -162,7 +180,7 @@ class HttpTransport:
             with (
                 contextlib.suppress(OllmError),
                 self._http.open_stream(
-                    "DELETE", self.url, headers=self._headers(), timeout=_CLOSE_TIMEOUT_S
+                    "DELETE", self.url, protocol_headers=self._headers(), timeout=_CLOSE_TIMEOUT_S
                 ) as response,
             ):
                 response.read_body(1 << 20)
@@ -226,7 +244,7 @@ class HttpTransport:
             "POST",
             self.url,
             json_body=message_object(request),
-            headers=headers,
+            protocol_headers=headers,
             cancel=abort,
             retry=False,
         ) as response:
@@ -234,26 +252,33 @@ class HttpTransport:
                 self.session_id = response.headers.get("mcp-session-id") or None
             ctype = response.headers.get("content-type", "").lower()
             if "text/event-stream" in ctype:
-                answered, last_id = self._read_events(request, response.iter_chunks())
+                answered, last_id, wait = self._read_events(request, response.iter_chunks())
             else:
                 try:
                     body = response.read_body(self.max_message_bytes)
                 except BadResponse as exc:
                     self._fail(request.id, self._too_large(exc))
                     return True
-                answered, last_id = self._deliver(request, body), None
+                answered, last_id, wait = self._deliver(request, body), None, None
         attempts = 0
         while not answered and last_id is not None and attempts < _RESUME_ATTEMPTS:
             attempts += 1
+            # "the client MUST respect the retry field, waiting the given number of
+            # milliseconds before attempting to reconnect" (2025-11-25, Streamable HTTP >
+            # Resumability): on the request's abort event, which the session sets at the
+            # call's timeout or cancel, so even a huge ``retry`` never outlasts the call.
+            if wait is not None and abort.wait(wait):
+                return True  # abandoned: the session has already given its answer
             with self._http.open_stream(
                 "GET",
                 self.url,
-                headers=self._headers({"Last-Event-ID": last_id}),
+                protocol_headers=self._headers({"Last-Event-ID": last_id}),
                 cancel=abort,
                 retry=False,
             ) as response:
-                answered, newer = self._read_events(request, response.iter_chunks())
+                answered, newer, later = self._read_events(request, response.iter_chunks())
                 last_id = newer or last_id
+                wait = later if later is not None else wait
         return answered
 
     def _too_large(self, exc: BadResponse) -> BadResponse:
@@ -263,20 +288,24 @@ class HttpTransport:
             details={"limit": self.max_message_bytes, "reason": exc.message},
         )
 
-    def _read_events(self, request: Request, chunks: Any) -> tuple[bool, str | None]:
+    def _read_events(self, request: Request, chunks: Any) -> tuple[bool, str | None, float | None]:
+        """Read a request's SSE answer: whether it brought the response, the last event id,
+        and the reconnection delay in seconds the server set (its last ``retry``)."""
         answered = False
         last_id: str | None = None
+        wait: float | None = None
         try:
             for event in iter_sse(chunks, max_line=self.max_message_bytes):
                 last_id = event.id or last_id
+                wait = _retry_seconds(event.retry, wait)
                 if event.event == "message" and event.data.strip():
                     answered = self._deliver(request, event.data.encode("utf-8")) or answered
                 if answered:
                     break
         except BadResponse as exc:  # an event over the size limit
             self._fail(request.id, self._too_large(exc))
-            return True, None
-        return answered, last_id
+            return True, None, None
+        return answered, last_id, wait
 
     def _listen(self) -> None:
         """Open the GET stream for messages the server sends on its own (once per session).
@@ -295,6 +324,7 @@ class HttpTransport:
 
     def _listen_loop(self) -> None:
         last_id: str | None = None
+        wait = _LISTEN_RETRY_S
         failures = 0
         while not self._listen_stop.is_set() and failures < _RESUME_ATTEMPTS:
             extra = {"Accept": "text/event-stream"}
@@ -304,7 +334,7 @@ class HttpTransport:
                 with self._http.open_stream(
                     "GET",
                     self.url,
-                    headers=self._headers(extra),
+                    protocol_headers=self._headers(extra),
                     cancel=self._listen_stop,
                     retry=False,
                 ) as response:
@@ -313,6 +343,8 @@ class HttpTransport:
                     failures = 0
                     for event in iter_sse(response.iter_chunks(), max_line=self.max_message_bytes):
                         last_id = event.id or last_id
+                        if event.retry is not None:
+                            wait = event.retry / 1000.0
                         if event.data.strip():
                             self._deliver_any(event.data.encode("utf-8"))
             except HTTPStatusError as exc:
@@ -321,7 +353,7 @@ class HttpTransport:
             except OllmError as exc:
                 failures += 1
                 logger.debug("%s: GET stream ended: %s", self.describe, exc.message)
-            if self._listen_stop.wait(1.0):
+            if self._listen_stop.wait(wait):  # the server's ``retry``, as for a request
                 return
 
     def _deliver_any(self, raw: bytes) -> None:
@@ -356,3 +388,9 @@ class HttpTransport:
         callback = self._on_message
         if callback is not None:
             callback(Failed(request_id, error))
+
+
+def _retry_seconds(retry_ms: int | None, current: float | None) -> float | None:
+    """The reconnection delay after an SSE event's ``retry`` field (milliseconds; the WHATWG
+    rule keeps the last one seen), in seconds; ``current`` when the event set none."""
+    return current if retry_ms is None else retry_ms / 1000.0

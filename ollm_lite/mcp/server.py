@@ -150,7 +150,9 @@ class McpServer:
             ConfigError, ConnectionFailed, RequestTimeout, BadResponse: as :meth:`stdio`;
             HTTPStatusError: ``LLM_HTTP_ERROR`` for an HTTP error answer.
         """
-        transport = HttpTransport(url, headers=headers, max_message_bytes=max_message_bytes)
+        transport = HttpTransport(
+            url, headers=headers, max_message_bytes=max_message_bytes, name=name
+        )
         return cls(transport, name=name, timeout=timeout, start_timeout=start_timeout)
 
     # ------------------------------------------------------------------ properties

@@ -18,6 +18,10 @@ messages (Server > Utilities > Logging) go to the ``ollm_lite.mcp.server`` logge
 matching level; ``notifications/tools/list_changed`` (Server > Tools) calls
 :attr:`McpSession.on_tools_changed`. When the transport closes (the server died), every waiting
 request fails at once with the transport's error.
+
+What the caller configured the transport with (a stdio server's ``env`` values, an HTTP
+server's headers) is masked by the transport's redactor (:mod:`ollm_lite.http.secrets`) in
+every error the session raises and every record it logs, server log messages included.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from ..errors import (
     OllmError,
     RequestTimeout,
 )
+from ..http.secrets import Redactor
 from .http import SessionExpired
 from .jsonrpc import (
     MAX_MESSAGE_BYTES,
@@ -121,6 +126,8 @@ class McpSession:
     def __init__(self, transport: McpTransport, *, label: str) -> None:
         self.transport = transport
         self.label = label
+        redact = getattr(transport, "redact", None)
+        self.redact: Redactor = redact if isinstance(redact, Redactor) else Redactor(())
         self.protocol_version: str | None = None
         self.server_info: dict[str, Any] = {}
         self.capabilities: dict[str, Any] = {}
@@ -149,7 +156,21 @@ class McpSession:
         """
         self.transport.start(self._on_message, self._on_close)
         self._start_timeout = start_timeout
-        self._handshake(start_timeout)
+        self._masked(self._handshake, start_timeout)
+
+    def _masked(self, call: Callable[..., Any], *args: Any) -> Any:
+        """``call(*args)``, an error it raises masked by the transport's redactor.
+
+        The masked copy is raised outside the ``except`` block: raised inside, it would carry
+        the unmasked original as its ``__context__``.
+        """
+        try:
+            return call(*args)
+        except OllmError as exc:
+            error = self.redact.error(exc)
+            if error is exc:
+                raise
+        raise error
 
     def _handshake(self, start_timeout: float) -> None:
         params = {
@@ -217,6 +238,20 @@ class McpSession:
             ConnectionFailed: ``CONNECTION_FAILED``: the server is gone.
             BadResponse: ``LLM_BAD_RESPONSE``: the answer was over the size limit.
         """
+        return self._masked(
+            self._request_again, method, params, timeout, cancel, on_progress, cancellable
+        )
+
+    def _request_again(
+        self,
+        method: str,
+        params: dict[str, Any] | None,
+        timeout: float,
+        cancel: threading.Event | None,
+        on_progress: ProgressCallback | None,
+        cancellable: bool,
+    ) -> Any:
+        """:meth:`_request`, once more after a new handshake when the session expired."""
         epoch = self._epoch
         try:
             return self._request(method, params, timeout, cancel, on_progress, cancellable)
@@ -316,7 +351,9 @@ class McpSession:
         try:
             self._dispatch(message)
         except Exception:  # a callback's bug must not stop the reader thread
-            logger.warning("%s: failed to handle %r", self.label, message, exc_info=True)
+            logger.warning(
+                "%s: failed to handle %s", self.label, self.redact(repr(message)), exc_info=True
+            )
 
     def _dispatch(self, message: Incoming) -> None:
         if isinstance(message, Failed):
@@ -334,7 +371,7 @@ class McpSession:
             self._oversized(message)
         else:
             if self._garbage is None:
-                logger.warning("%s: %s (skipped)", self.label, message.message)
+                logger.warning("%s: %s (skipped)", self.label, self.redact(message.message))
             self._garbage = message
 
     def _answer(self, message: Response | ErrorResponse) -> None:
@@ -383,8 +420,8 @@ class McpSession:
                 level,
                 "%s%s: %s",
                 self.label,
-                f" ({source})" if isinstance(source, str) else "",
-                params.get("data"),
+                self.redact(f" ({source})") if isinstance(source, str) else "",
+                self.redact(str(params.get("data"))),
             )
         elif method == "notifications/tools/list_changed":
             callback = self.on_tools_changed

@@ -9,7 +9,9 @@ send SIGTERM if it does not, then SIGKILL.
 Threads, all daemons: a reader (stdout → :class:`~ollm_lite.mcp.jsonrpc.LineSplitter` →
 the session's callback), a writer (a queue, so the reader never blocks on a full stdin pipe
 while it answers a ping) and a drain for stderr (each line logged at DEBUG on
-``ollm_lite.mcp.stdio``; the last lines go into the error when the server dies). The server
+``ollm_lite.mcp.stdio``; the last lines go into the error when the server dies). The values
+of ``env`` are secrets (:mod:`ollm_lite.http.secrets`): a server printing them finds them
+masked in those log records and errors. The server
 runs in a process group of its own, so closing also ends what it started, and Ctrl-C in a
 terminal reaches the script, not the server, which the script closes itself.
 """
@@ -28,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ..errors import BadResponse, ConfigError, ConnectionFailed, OllmError
+from ..http.secrets import Redactor
 from .jsonrpc import (
     MAX_MESSAGE_BYTES,
     LineSplitter,
@@ -68,6 +71,7 @@ class StdioTransport:
             raise ConfigError(f"every part of the MCP command must be a str: {list(command)!r}")
         self.command = list(command)
         self.env = dict(env or {})
+        self.redact = Redactor(v for v in self.env.values() if isinstance(v, str))
         self.cwd = None if cwd is None else os.fspath(cwd)
         self.max_message_bytes = max_message_bytes
         self.describe = f"MCP server {self.command[0]!r}"
@@ -181,7 +185,7 @@ class StdioTransport:
         if self._closed.is_set():
             return ConnectionFailed(f"{self.describe} was closed")
         code = _peek_exit_code(proc, 1.0)
-        tail = "\n".join(self._stderr_tail)
+        tail = self.redact("\n".join(self._stderr_tail))
         how = "closed its stdout" if code is None else f"exited with code {code}"
         return ConnectionFailed(
             f"{self.describe} {how}" + (f"; its last stderr lines:\n{tail}" if tail else ""),
@@ -206,7 +210,7 @@ class StdioTransport:
         stderr = proc.stderr
         assert stderr is not None
         for raw in iter(lambda: stderr.readline(65536), b""):
-            line = raw.decode("utf-8", "replace").rstrip()
+            line = self.redact(raw.decode("utf-8", "replace").rstrip())
             if line:
                 self._stderr_tail.append(line)
                 logger.debug("%s stderr: %s", self.describe, line)

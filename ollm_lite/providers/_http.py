@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..http.policy import RetryPolicy, Timeouts
 from ..http.response import Decoder, StreamResponse
+from ..http.secrets import Redactor
 from ..http.transport import Transport
 from ..types import (
     ChatResult,
@@ -124,7 +125,7 @@ class HTTPProvider(BaseProvider):
             ConfigError: ``CONFIG_INVALID`` for bad ``retries`` or a bad URL.
         """
         check_retries(retries)
-        retry = RetryPolicy() if retries is None else RetryPolicy(retries=retries)
+        self._retry = RetryPolicy() if retries is None else RetryPolicy(retries=retries)
 
         def open_transport(timeouts: Timeouts) -> Transport:
             return Transport(
@@ -133,7 +134,7 @@ class HTTPProvider(BaseProvider):
                 headers=headers,
                 secrets=[secret] if secret else [],
                 timeouts=timeouts,
-                retry=retry,
+                retry=self._retry,
                 start_hint=start_hint,
                 model_hint=model_hint,
             )
@@ -146,6 +147,12 @@ class HTTPProvider(BaseProvider):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+    def _fail_fast(self) -> None:
+        """Retry nothing from now on: a fleet member, whose failures the fleet routes (see
+        :func:`ollm_lite._connect.fleet_member`; only for a provider the library built)."""
+        self._retry = RetryPolicy(retries=0)
+        self._transport.retry = self._retry
 
     @property
     def base_url(self) -> str:
@@ -206,6 +213,11 @@ class HTTPProvider(BaseProvider):
             not_found="model" if model is not None else "route",
             allow_empty=allow_empty,
         )
+
+    def _redact_for(self, request: ProviderRequest) -> Redactor:
+        """The transport's redactor plus the values of ``request``'s own headers (secrets
+        too: a server echoing them in its answer must not show them)."""
+        return self._transport.redact.plus((request.headers or {}).values())
 
     def _bad_response(self, message: str, *, model: str | None = None) -> BadResponse:
         """``LLM_BAD_RESPONSE`` naming this provider and its server, secrets masked."""
@@ -276,7 +288,7 @@ class HTTPProvider(BaseProvider):
                 return
         finally:
             self._stream_ended(state)
-        yield from map(self._transport.redact.event, state.end())
+        yield from map(self._redact_for(request).event, state.end())
 
     def _stream_ended(self, state: Any) -> None:
         """Called once a stream is over, however it ended (for what a wire learnt)."""

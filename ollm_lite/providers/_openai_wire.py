@@ -110,36 +110,66 @@ def message_from_openai(obj: dict[str, Any]) -> Message:
     """A Chat Completions message as a :class:`Message` (the inverse of
     :func:`message_to_openai` on canonical messages: text first, then images).
 
+    Every part must have its documented JSON type: ``content`` a string, a list of ``text``
+    and ``image_url`` parts (an image as a ``data:<type>;base64,`` URL) or ``null``;
+    ``tool_calls`` a list of ``{id, function: {name, arguments}}``; ``tool_call_id`` a string.
+
     Raises:
-        BadResponse: ``LLM_BAD_RESPONSE`` for an unknown role or a message that is not an object.
+        BadResponse: ``LLM_BAD_RESPONSE`` naming the first part of the message that is wrong.
     """
     if not isinstance(obj, dict) or obj.get("role") not in ("system", "user", "assistant", "tool"):
         raise BadResponse(f"not a chat message: {obj!r:.200}")
-    content = obj.get("content")
+    call_id = obj.get("tool_call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise BadResponse("tool_call_id must be a string")
+    calls = obj.get("tool_calls")
+    if calls is not None and not isinstance(calls, list):
+        raise BadResponse("tool_calls must be a list")
+    return Message(
+        obj["role"],
+        _parts_from_openai(obj.get("content")),
+        tool_call_id=call_id,
+        tool_calls=[_call_from_openai(index, call) for index, call in enumerate(calls or ())],
+    )
+
+
+def _parts_from_openai(content: Any) -> list[Part]:
+    if content is None or isinstance(content, str):
+        return [TextPart(content)] if content else []
+    if not isinstance(content, list):
+        raise BadResponse("content must be a string, a list of parts or null")
     parts: list[Part] = []
-    if isinstance(content, str):
-        if content:
-            parts.append(TextPart(content))
-    elif isinstance(content, list):
-        for item in content:
-            if not isinstance(item, dict):
-                continue
-            if item.get("type") == "text" and isinstance(item.get("text"), str):
-                parts.append(TextPart(item["text"]))
-            elif item.get("type") == "image_url":
-                url = (item.get("image_url") or {}).get("url", "")
-                head, _, data = url.partition(";base64,")
-                parts.append(ImagePart(data, head.removeprefix("data:") or "image/png"))
-    calls = [
-        ToolCall.from_arguments(
-            c.get("id") or new_call_id(),
-            (c.get("function") or {}).get("name") or "",
-            (c.get("function") or {}).get("arguments"),
+    for index, item in enumerate(content):
+        kind = item.get("type") if isinstance(item, dict) else None
+        if kind == "text" and isinstance(item.get("text"), str):
+            parts.append(TextPart(item["text"]))
+            continue
+        image = item.get("image_url") if kind == "image_url" else None
+        url = image.get("url") if isinstance(image, dict) else None
+        head, sep, data = url.partition(";base64,") if isinstance(url, str) else ("", "", "")
+        if not (sep and head.startswith("data:") and data):
+            raise BadResponse(
+                f"content[{index}] must be {{type: text, text}} or {{type: image_url, "
+                "image_url: {url: 'data:<type>;base64,<data>'}}"
+            )
+        parts.append(ImagePart(data, head.removeprefix("data:") or "image/png"))
+    return parts
+
+
+def _call_from_openai(index: int, call: Any) -> ToolCall:
+    function = call.get("function") if isinstance(call, dict) else None
+    name = function.get("name") if isinstance(function, dict) else None
+    arguments = function.get("arguments") if isinstance(function, dict) else None
+    call_id = call.get("id") if isinstance(call, dict) else None
+    if (
+        not isinstance(name, str)
+        or not isinstance(arguments, str | dict | None)
+        or not isinstance(call_id, str | None)
+    ):
+        raise BadResponse(
+            f"tool_calls[{index}] must be {{id, type: function, function: {{name, arguments}}}}"
         )
-        for c in obj.get("tool_calls") or ()
-        if isinstance(c, dict)
-    ]
-    return Message(obj["role"], parts, tool_call_id=obj.get("tool_call_id"), tool_calls=calls)
+    return ToolCall.from_arguments(call_id or new_call_id(), name, arguments)
 
 
 def tools_to_openai(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from ..config import env_default
 from ..errors import AuthenticationError, BadResponse, HTTPStatusError
 from ..http.errors import error_for_status
 from ..http.policy import Timeouts
+from ..http.secrets import Redactor
 from ..http.urls import normalize_base_url
 from ..types import (
     ChatResult,
@@ -143,15 +144,16 @@ class GeminiProvider(HTTPProvider):
             n = next(self._call_ids)
         return f"{GENERATED_ID_PREFIX}{n}"
 
-    def _state(self, path: str, model: str) -> ChatStreamState:
+    def _state(self, path: str, request: ProviderRequest) -> ChatStreamState:
         """Per-answer state whose in-stream errors map like HTTP error answers to ``path``."""
+        redact = self._redact_for(request)
 
         def map_error(error: Any) -> ErrorInfo:
-            return self._stream_error(error, path, model)
+            return self._stream_error(error, path, request.model, redact)
 
-        return ChatStreamState(self._new_call_id, map_error, self._transport.redact)
+        return ChatStreamState(self._new_call_id, map_error, redact)
 
-    def _stream_error(self, error: Any, path: str, model: str) -> ErrorInfo:
+    def _stream_error(self, error: Any, path: str, model: str, redact: Redactor) -> ErrorInfo:
         """Google's ``error`` object sent inside a 200 answer, mapped as if it had come as
         the HTTP error answer ``error.code`` (the one mapping, :func:`error_for_status`).
 
@@ -168,10 +170,10 @@ class GeminiProvider(HTTPProvider):
             json.dumps({"error": error}).encode(),
             {"content-type": "application/json"},
             provider=self.name,
-            url=transport.redact(transport.url(path)),
+            url=redact(transport.url(path)),
             model=model,
             not_found="model",
-            redact=transport.redact,
+            redact=redact,
             model_hint=transport.model_hint,
         )
         if status is None and type(exc) is HTTPStatusError:
@@ -198,7 +200,7 @@ class GeminiProvider(HTTPProvider):
         event or bare JSON lines) gets the code it would have had as the HTTP answer.
         """
         path = f"{_model_path(request.model)}:streamGenerateContent"
-        state = self._state(path, request.model)
+        state = self._state(path, request)
         yield from self._stream(request, path, StreamDecoder(), state, params={"alt": "sse"})
 
     def chat(self, request: ProviderRequest) -> ChatResult:
@@ -223,7 +225,7 @@ class GeminiProvider(HTTPProvider):
         )
         if not isinstance(answer, dict):
             raise BadResponse("Gemini answered something that is not an object", provider=self.name)
-        state = self._state(path, request.model)
+        state = self._state(path, request)
         return self._fold(state, [answer], state.handle_object)
 
     # ------------------------------------------------------------------ tokens, models

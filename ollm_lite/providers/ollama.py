@@ -166,7 +166,7 @@ class LocalProvider(HTTPProvider):
             provider=self.name,
             model=request.model,
             url=self.base_url,
-            redact=self._transport.redact,
+            redact=self._redact_for(request),
             skipped=skipped,
         )
 

@@ -156,7 +156,7 @@ class OpenAICompatibleProvider(HTTPProvider):
             provider=self.name,
             model=request.model,
             url=self.base_url,
-            redact=self._transport.redact,
+            redact=self._redact_for(request),
         )
 
     def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
@@ -197,9 +197,9 @@ class OpenAICompatibleProvider(HTTPProvider):
                 "sent a chat answer that is not JSON", model=request.model
             ) from exc
         try:
-            return result_from_answer(answer, redact=self._transport.redact)
+            return result_from_answer(answer, redact=self._redact_for(request))
         except BadResponse as exc:
-            redact = self._transport.redact
+            redact = self._redact_for(request)
             raise BadResponse(
                 redact(f"{self.name} at {self.base_url}: {exc.message}"),
                 details=redact.obj(exc.details),

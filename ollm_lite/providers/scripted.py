@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from ..types import (
     ErrorEvent,
@@ -34,6 +34,9 @@ from ..types import (
     TextEvent,
 )
 from .base import BaseProvider, approx_token_count
+
+if TYPE_CHECKING:
+    from ..call_log import LoggedCall
 
 __all__ = ["ScriptedProvider", "ScriptedTurn"]
 
@@ -118,6 +121,22 @@ class ScriptedProvider(BaseProvider):
 
     def __repr__(self) -> str:
         return f"ScriptedProvider(name={self.name!r}, turns_left={len(self._turns)})"
+
+    @classmethod
+    def from_log(cls, calls: Iterable[LoggedCall], **keywords: Any) -> ScriptedProvider:
+        """A provider that replays the model turns of logged calls, offline.
+
+        Turns last night's logged run into a test of the script: each model turn of
+        ``calls`` (``open_log().calls(...)``), oldest call first whatever order they are
+        given in, answers one request as the model did.
+
+        Args:
+            calls: :class:`~ollm_lite.call_log.LoggedCall` values.
+            **keywords: As the constructor takes them (``name``, ``capabilities`` …).
+        """
+        from ..call_log._replay import replay_turns
+
+        return cls(replay_turns(calls), **keywords)
 
     def enqueue(self, turn: TurnLike) -> None:
         """Add a turn at the end of the script."""

@@ -146,7 +146,7 @@ class VllmProvider(OpenAICompatibleProvider):
         """
         try:
             return self._once("vllm.version", lambda: self._read_version(cancel))
-        except OllmError:  # not connected or cancelled: ask again next time
+        except OllmError:  # not connected, cancelled or late: ask again next time
             return None
 
     def _read_version(self, cancel: threading.Event | None) -> tuple[int, ...] | None:
@@ -154,7 +154,7 @@ class VllmProvider(OpenAICompatibleProvider):
             answer = self._json("GET", "/version", cancel=cancel)
         except OllmError as exc:
             logger.debug("vllm: /version unavailable (%s)", exc.code)
-            if exc.code in ("CONNECTION_FAILED", "CANCELLED"):
+            if exc.code in ("CONNECTION_FAILED", "CANCELLED", "LLM_TIMEOUT"):
                 raise
             answer = None
         version = answer.get("version") if isinstance(answer, dict) else None

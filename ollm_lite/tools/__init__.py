@@ -221,8 +221,9 @@ class ToolRegistry:
 
     Besides functions and tools it accepts tool schemas bound to a server (what
     ``McpServer.tools()`` returns). When such a tool shares its name with another tool of the
-    registry, it is renamed ``<server>_<name>`` (cut to ``[A-Za-z0-9_-]{1,64}``); local tools
-    and unique names never change.
+    registry, it is renamed ``<server>_<name>`` (cut to ``[A-Za-z0-9_-]{1,64}``), with a counter
+    (``_2``, ``_3`` …) when that name is taken too; local tools and unique names never change,
+    and a renamed tool is still called on its server under its own name.
 
     Attributes:
         timeout: Per-call wall-clock limit in seconds the chat runtime enforces
@@ -253,7 +254,7 @@ class ToolRegistry:
         counts = collections.Counter(t.name for t in made)
         for item in made:
             if counts[item.name] > 1 and item.server is not None:
-                item = _qualified(item)  # two tools given together share the name
+                item = self._qualified(item)  # two tools given together share the name
             self.register(item)
 
     def register(self, fn_or_tool: Tool | Callable[..., Any]) -> Tool:
@@ -275,16 +276,33 @@ class ToolRegistry:
             if existing is item or existing == item:
                 return existing
             if item.server is not None:
-                item = _qualified(item)
+                item = self._qualified(item)
             elif existing.server is not None:  # a server's tool makes room for a local one
                 del self._tools[existing.name], self._bindings[existing.name]
-                self._add(_qualified(existing))
+                self._add(self._qualified(existing, keep=item.name))
             if item.name in self._tools:
                 if self._tools[item.name] == item:
                     return self._tools[item.name]
                 raise ToolDefinitionError(f"a tool named {item.name!r} is already registered")
         self._add(item)
         return item
+
+    def _qualified(self, item: Tool, keep: str | None = None) -> Tool:
+        """``item`` (a server's tool) renamed ``<server>_<name>``, cut to the characters and
+        length names allow; when that name is taken too (servers reporting the same name, or
+        one server's ``files/read`` and ``files.read``), a counter makes it unique: ``_2``,
+        ``_3`` … Calls still reach the tool under its own name on its own server (the
+        runner keeps it). ``keep``: a name about to be taken by another tool."""
+        assert item.server is not None
+        base = re.sub(r"[^A-Za-z0-9_-]", "_", f"{item.server}_{item.name}")[:64]
+        name, number = base, 1
+        while True:
+            renamed = dataclasses.replace(item, name=name)
+            if name != keep and self._tools.get(name, renamed) == renamed:
+                return renamed  # free, or this very tool given twice
+            number += 1
+            suffix = f"_{number}"
+            name = base[: 64 - len(suffix)] + suffix
 
     def _add(self, item: Tool) -> None:
         if item.name in self._tools:
@@ -428,13 +446,6 @@ def _as_tool(item: Tool | Callable[..., Any]) -> Tool:
     if isinstance(item, Tool):
         return item
     return _bound_tool(item) or tool(item)
-
-
-def _qualified(item: Tool) -> Tool:
-    """``item`` renamed ``<server>_<name>``, cut to the characters and length names allow."""
-    assert item.server is not None
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", f"{item.server}_{item.name}")[:64]
-    return dataclasses.replace(item, name=name)
 
 
 def _is_json_object(text: str) -> bool:

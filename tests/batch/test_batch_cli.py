@@ -99,6 +99,30 @@ def test_failed_lines_exit_1_after_all_are_written_and_retry_failed_reruns_them(
     assert "1 failed, 2 already in" in retried.stderr
 
 
+def test_a_resumed_run_exits_1_while_the_output_holds_errors_from_before(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    """A first run against a wrong host fails every line; the rerun against the right one
+    sends nothing new (the failed lines are kept) and still exits 1, saying so."""
+    srv, _ = server
+    inp = write_prompts(tmp_path / "in.jsonl", ["a", "b"])
+    out = tmp_path / "out.jsonl"
+    with refused_url() as dead:
+        wrong = run(tmp_path, *_args(dead, str(inp), "-o", str(out)))
+    assert wrong.returncode == 1, wrong.stderr
+    assert "2 line(s)" in wrong.stderr
+    rerun = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out)))
+    assert rerun.returncode == 1, rerun.stderr
+    assert "0 failed, 2 already in" in rerun.stderr
+    (said,) = [line for line in rerun.stderr.splitlines() if "hold an error" in line]
+    assert "2 line(s)" in said and "--retry-failed" in said
+    assert srv.requests == []
+    retried = run(tmp_path, *_args(srv.url, str(inp), "-o", str(out), "--retry-failed"))
+    assert retried.returncode == 0, retried.stderr
+    assert "hold an error" not in retried.stderr
+    assert all(x["error"] is None for x in read_output(out))
+
+
 def test_an_invalid_input_exits_2_before_any_request(
     tmp_path: Path, server: tuple[LoopbackServer, Held]
 ) -> None:
@@ -255,6 +279,44 @@ def test_batch_make_from_text_and_csv(tmp_path: Path) -> None:
     )
     assert wrong.returncode == 2
     assert_one_line_error(wrong.stderr, "CONFIG_INVALID")
+
+
+def test_batch_make_id_column_takes_each_lines_id_and_refuses_empty_or_repeated_ones(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "t.csv"
+    table.write_text("ticket,text\nT-7,Printer on fire\nT-9,Password reset\n")
+    out = tmp_path / "in.jsonl"
+    made = run(tmp_path, "batch", "make", str(table), "-o", str(out), "--id-column", "ticket")
+    assert made.returncode == 0, made.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(r["custom_id"], r["body"]["messages"][-1]["content"]) for r in rows] == [
+        ("T-7", "Printer on fire"),
+        ("T-9", "Password reset"),
+    ]
+    for text, row in [
+        ("ticket,text\nT-7,a\nT-8,b\nT-7,c\n", "row 4"),  # the header is row 1
+        ('ticket,text\nT-7,"two\nlines"\n\n ,b\n', "row 4 (line 5)"),  # a blank line is a row
+    ]:
+        table.write_text(text)
+        refused = run(
+            tmp_path, "batch", "make", str(table), "-o", str(tmp_path / "x.jsonl"),
+            "--id-column", "ticket",
+        )  # fmt: skip
+        assert refused.returncode == 2, refused.stderr
+        assert_one_line_error(refused.stderr, "CONFIG_INVALID")
+        assert row in refused.stderr
+        assert not (tmp_path / "x.jsonl").exists()
+    unknown = run(
+        tmp_path, "batch", "make", str(table), "-o", str(tmp_path / "x.jsonl"),
+        "--id-column", "nope",
+    )  # fmt: skip
+    assert unknown.returncode == 2 and "no column 'nope'" in unknown.stderr
+    table.write_text('text\nA\n\n"B\nC"\nD\n')  # without ids: prompt-<the row's last line>
+    made = run(tmp_path, "batch", "make", str(table), "-o", str(out))
+    assert made.returncode == 0, made.stderr
+    ids = [json.loads(x)["custom_id"] for x in out.read_text().splitlines()]
+    assert ids == ["prompt-2", "prompt-5", "prompt-6"]
 
 
 def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> None:

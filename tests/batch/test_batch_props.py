@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from support.batch_support import EchoBackend, client_for, read_output, write_lines
 from support.strategies import json_of
 
-from ollm_lite.batch import BatchFileError, run_batch
+from ollm_lite.batch import BatchFileError, make_input, run_batch
 from ollm_lite.batch._format import (
     encode_line,
     error_line,
@@ -108,11 +108,54 @@ def test_garbage_after_the_last_good_line_is_cut(tail: bytes) -> None:
     resume = scan_output(good + tail, "out", {"a", "b"})
     assert resume.keep_bytes in (len(good), len(good) + len(tail))
     if resume.keep_bytes == len(good):
-        assert [r["custom_id"] for _, r in resume.records] == ["a"]
+        assert [e.custom_id for e in resume.entries] == ["a"]
 
 
 def test_a_record_that_only_lost_its_newline_is_kept() -> None:
     line = encode_line(success_line("a", {"k": 1}))
     resume = scan_output(line[:-1], "out", {"a"})
     assert resume.add_newline and resume.keep_bytes == len(line) - 1
-    assert [r["custom_id"] for _, r in resume.records] == ["a"]
+    assert [e.custom_id for e in resume.entries] == ["a"]
+
+
+_CELL = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+
+
+@given(rows=st.lists(st.tuples(_CELL, _CELL), max_size=8))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_make_input_id_column_keeps_every_id_or_refuses_the_row(
+    rows: list[tuple[str, str]],
+) -> None:
+    """``id_column``: each prompt's line carries its row's id exactly; a row with an empty or
+    repeated id is refused naming that row (the header is row 1) and nothing is written."""
+    import csv
+
+    with tempfile.TemporaryDirectory() as folder:
+        table = Path(folder) / "t.csv"
+        with open(table, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["id", "prompt"])
+            writer.writerows(rows)
+        out = Path(folder) / "in.jsonl"
+        wanted = [(i.strip(), p) for i, p in rows if p.strip()]
+        bad_row = None
+        seen: set[str] = set()
+        for number, (custom_id, prompt) in enumerate(rows, start=2):
+            if not prompt.strip():
+                continue
+            if not custom_id.strip() or custom_id.strip() in seen:
+                bad_row = number
+                break
+            seen.add(custom_id.strip())
+        try:
+            count = make_input(str(table), str(out), id_column="id")
+        except BatchFileError as exc:
+            assert bad_row is not None or not wanted, exc.message
+            if bad_row is not None:
+                assert exc.details["row"] == bad_row
+            assert not out.exists()
+            return
+        assert bad_row is None and count == len(wanted)
+        lines = [json.loads(x) for x in out.read_bytes().splitlines()]  # b"\n" only
+        got = [(x["custom_id"], x["body"]["messages"][-1]["content"]) for x in lines]
+        assert got == wanted

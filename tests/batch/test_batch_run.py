@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -152,7 +153,7 @@ def test_resume_skips_what_is_already_answered(tmp_path: Path) -> None:
     run_batch(inp, out, client=client_for(EchoBackend()))
     again = EchoBackend()
     summary = run_batch(inp, out, client=client_for(again))
-    assert summary == BatchSummary(3, 0, 0, 3, summary.seconds)
+    assert summary == BatchSummary(3, 0, 0, 3, summary.seconds, failed_in_output=1)
     assert again.prompts == []
     assert len(read_output(out)) == 3
 
@@ -180,6 +181,26 @@ def test_progress_callable_sees_each_line(tmp_path: Path) -> None:
     run_batch(inp, tmp_path / "out.jsonl", client=client_for(EchoBackend()), progress=seen.append)
     assert [s.done + s.failed for s in seen] == [1, 2, 3, 4]
     assert seen[-1].failed == 1 and seen[-1].total == 4
+
+
+def test_a_resumed_run_counts_the_failed_lines_kept_in_the_output(tmp_path: Path) -> None:
+    """``failed`` is this run's; ``failed_in_output`` also counts the errors kept from before,
+    in the running summary too, until ``retry_failed`` runs them again."""
+    prompts = ["fail a", "fail b", "c"]
+    out = tmp_path / "out.jsonl"
+    first = run_batch(
+        write_prompts(tmp_path / "in.jsonl", prompts), out, client=client_for(EchoBackend())
+    )
+    assert (first.done, first.failed, first.failed_in_output) == (1, 2, 2)
+    seen: list[BatchSummary] = []
+    more = write_prompts(tmp_path / "more.jsonl", [*prompts, "d"])
+    resumed = run_batch(more, out, client=client_for(EchoBackend()), progress=seen.append)
+    assert resumed == BatchSummary(4, 1, 0, 3, resumed.seconds, failed_in_output=2)
+    assert [replace(s, seconds=0) for s in seen] == [replace(resumed, seconds=0)]
+    fixed = ScriptedProvider(["fixed a", "fixed b"])
+    retried = run_batch(more, out, client=client_for(fixed), retry_failed=True)
+    assert retried == BatchSummary(4, 2, 0, 2, retried.seconds, failed_in_output=0)
+    assert not [x for x in read_output(out) if x["error"] is not None]
 
 
 def test_progress_true_writes_to_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
 from benchmarks import (  # noqa: E402
     ab_streams,
     bench_batch,
+    bench_call_log,
     bench_cancel,
     bench_chat,
     bench_import,
@@ -127,6 +128,16 @@ def test_batch_section_runs() -> None:
     names = [r.name for r in report.results]
     assert any(n.startswith("ollm_lite batch, 2 endpoint(s)") for n in names)
     assert "CPU per batch line (fleet, concurrency 1)" in names
+
+
+def test_call_log_section_runs() -> None:
+    """The call log section measures logging per call, batches, a cache hit and row size."""
+    report = bench_call_log.run(TINY)
+    _check(report, "call_log")
+    names = [t.name for t in report.targets]
+    assert "logging cost per one-turn ask (median)" in names
+    assert "cache hit vs a 50 ms loopback server" in names
+    assert any(r.unit == "bytes/row" for r in report.results)
 
 
 def test_run_all_json_and_tables(capsys: pytest.CaptureFixture[str]) -> None:

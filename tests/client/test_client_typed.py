@@ -162,3 +162,17 @@ def test_a_session_keeps_the_typed_exchange() -> None:
     assert chat.ask("Where?", schema=Point) == {"x": 1, "y": 2}
     assert chat.ask("Say it in words") == "It is at (1, 2)."
     assert [m.role for m in chat.messages] == ["user", "assistant", "user", "assistant"]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_in_a_typed_answer_is_an_invalid_answer(constant: str) -> None:
+    """NaN and Infinity are not JSON: the answer gets the corrective retry (saying why), and
+    one that keeps them ends in BadResponse, never a value holding nan."""
+    llm, provider = client(
+        f'{{"city": "Oslo", "celsius": {constant}}}', '{"city": "Oslo", "celsius": 3}'
+    )
+    assert llm.ask("Weather?", schema=Weather) == Weather("Oslo", 3)
+    assert "NaN or Infinity" in provider.requests[1].messages[-1].text
+    llm, _ = client(f'{{"x": {constant}, "y": 1}}', f'Here: {{"x": 1, "y": {constant}}}')
+    with pytest.raises(BadResponse):
+        llm.ask("p", schema=Point)

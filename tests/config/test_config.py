@@ -618,3 +618,53 @@ def test_key_pasted_elsewhere_and_url_userinfo_are_masked(tmp_path: Path) -> Non
     assert key not in shown and "pw-secret" not in shown
     assert "ftp://***@host" in shown
     assert config.providers["vllm"].timeout == key  # the value itself is kept as loaded
+
+
+def test_a_backend_alias_does_not_take_another_backends_url(tmp_path: Path) -> None:
+    """The quick start's file names the llama.cpp server; OLLM_PROVIDER=lmstudio does not
+    send LM Studio requests there, and the origins say why the URL was dropped."""
+    path = write(
+        tmp_path,
+        'provider = "llamacpp"\n[providers.llamacpp]\nbase_url = "http://127.0.0.1:8080"\n'
+        'api_key = "llama-key"\ntimeout = 600\n',
+    )
+    config = load_config(path, env={"OLLM_PROVIDER": "lmstudio"})
+    section = config.providers["openai-compatible"]
+    assert section == ProviderConfig(backend="lmstudio", timeout=600)
+    why = config.origins["providers.openai-compatible.base_url"]
+    assert "not used" in why and "'llamacpp'" in why and "env OLLM_PROVIDER" in why
+    assert validate_config(config) == []
+    # The same backend, or no backend change, keeps the file's URL.
+    same = load_config(path, env={"OLLM_PROVIDER": "llama.cpp"})
+    assert same.providers["openai-compatible"].base_url == "http://127.0.0.1:8080"
+    assert load_config(path, env={}).providers["openai-compatible"].base_url == (
+        "http://127.0.0.1:8080"
+    )
+
+
+def test_a_url_set_with_the_chosen_backend_or_without_one_is_kept(tmp_path: Path) -> None:
+    generic = write(tmp_path, '[providers.openai-compatible]\nbase_url = "http://g:1"\n', "g.toml")
+    config = load_config(generic, env={"OLLM_PROVIDER": "lmstudio"})
+    assert config.providers["openai-compatible"].base_url == "http://g:1"
+    llama = write(tmp_path, '[providers.llamacpp]\nbase_url = "http://l:1"\n', "l.toml")
+    env = {"OLLM_PROVIDER": "lmstudio", "OPENAI_COMPATIBLE_HOST": "http://lm:1234"}
+    assert load_config(llama, env=env).providers["openai-compatible"].base_url == "http://lm:1234"
+    flags = load_config(llama, env={}, overrides={"provider": "kobold", "base_url": "http://k:5"})
+    assert flags.providers["openai-compatible"].base_url == "http://k:5"
+
+
+def test_config_show_says_which_url_was_dropped_and_why(tmp_path: Path) -> None:
+    path = write(
+        tmp_path, 'provider = "llamacpp"\n[providers.llamacpp]\nbase_url = "http://l:8080"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "ollm_lite", "--config", str(path), "config", "show"],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "OLLM_PROVIDER": "lmstudio"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert 'backend = "lmstudio"  # env OLLM_PROVIDER' in done.stdout
+    assert "# base_url: not used: the file sets it for backend 'llamacpp'" in done.stdout
+    assert "http://l:8080" not in done.stdout

@@ -1,16 +1,28 @@
 """Every Python snippet of README.md and docs/ runs, offline, over ScriptedProvider.
 
 So no page can go stale: a renamed function, a misspelt option (a ``TypeError``) or a wrong
-import fails here. The snippets marked ``live`` run against the real llama.cpp server as well
-(tests/integration/test_script_api.py). See tests/doc_snippets.py for the directive comment.
+import fails here. Each runs its visible text only, in the reader's folder after the page's
+visible steps; the same snippets run against the real quick-start llama.cpp server in
+tests/docs/test_doc_snippets_live.py. See tests/doc_snippets.py for the directive comment.
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
-from support.doc_snippets import PAGES, ROOT, Snippet, offline_connect, run, snippets
+from support.doc_snippets import (
+    PAGES,
+    ROOT,
+    Snippet,
+    blocks,
+    offline_connect,
+    readers_folder,
+    run,
+    run_test_file,
+    snippets,
+)
 
 SNIPPETS = snippets()
 
@@ -27,7 +39,42 @@ def test_snippet_runs_offline(
     if snippet.peer:  # another library's code: valid Python is all that can be checked here
         compile(snippet.code, snippet.id, "exec")
         return
+    if snippet.is_test_file:
+        done = run_test_file(snippet, readers_folder(tmp_path))
+        assert done.returncode == 0 and " passed" in done.stdout, (done.stdout, done.stderr)
+        return
     run(snippet, tmp_path, monkeypatch, offline_connect(snippet.directive))
+
+
+#: What a directive may say: how to stand in for the server offline, never code or files.
+DIRECTIVE_KEYS = {"turns", "fake_mcp", "needs", "peer", "script", "library", "step"}
+
+
+@pytest.mark.parametrize("block", blocks(), ids=[b.id for b in blocks()])
+def test_nothing_is_hidden_in_a_directive(block: Snippet) -> None:
+    """No hidden set-up code or files: what runs is what the page shows."""
+    assert set(block.directive) <= DIRECTIVE_KEYS, block.id
+    if block.directive.get("step"):
+        assert block.language in ("bash", "sh"), block.id
+
+
+#: What a reader brings: the docs say so just before a snippet that uses one.
+OWN_THINGS = ("cat.jpg", '"--repository", "."')
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=[s.id for s in SNIPPETS])
+def test_a_snippet_using_the_readers_own_files_says_so(snippet: Snippet) -> None:
+    if any(thing in snippet.code for thing in OWN_THINGS):
+        assert "of your own" in snippet.before, snippet.id
+
+
+@pytest.mark.parametrize("snippet", SNIPPETS, ids=[s.id for s in SNIPPETS])
+def test_a_snippet_left_out_of_the_real_server_run_says_why_where_it_stands(
+    snippet: Snippet,
+) -> None:
+    """``needs``: the page names that server in the prose above the snippet."""
+    if snippet.needs:
+        assert snippet.needs in snippet.before, (snippet.id, snippet.needs)
 
 
 def test_the_comparison_table_counts_the_scripts_shown() -> None:
@@ -66,3 +113,25 @@ def _table(text: str) -> tuple[list[str], list[list[str]]]:
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
     return cells[0], cells[1:]
+
+
+def test_the_cli_page_lists_every_command() -> None:
+    """docs/cli.md's list of commands names each command and action the parser has."""
+    from ollm_lite.cli import build_parser
+
+    page = (ROOT / "docs" / "cli.md").read_text("utf-8")
+    listing = page.split("Commands:", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    listed = {" ".join(line.split()[1:3]) for line in listing.splitlines() if line.strip()}
+    listed |= {line.split()[1] for line in listing.splitlines() if line.startswith("ollm-lite")}
+    for command, sub in _subcommands(build_parser()).items():
+        actions = _subcommands(sub)
+        wanted = [f"{command} {a}" for a in actions] if actions else [command]
+        for name in wanted:
+            assert name in listed, f"docs/cli.md does not list `ollm-lite {name}`"
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}

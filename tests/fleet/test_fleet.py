@@ -264,15 +264,15 @@ def test_a_metadata_call_passes_the_callers_cancel_to_the_member(
 ) -> None:
     """The fleet hands ``cancel=`` on to the member's request: setting it ends a call that the
     server never answers (the member's 30 s timeout is far away)."""
-    with serve({"/v1/models": silent}) as server:
+    cancel = threading.Event()
+
+    def silent_then_cancel(client: socket.socket, req: Request) -> None:
+        cancel.set()  # set only once the request is on the server: a busy machine cannot race it
+        silent(client, req)
+
+    with serve({"/v1/models": silent_then_cancel}) as server:
         fleet = Fleet([provider(server.url)], per_host=1)
         fleet_closer.append(fleet)
-        cancel = threading.Event()
-        timer = threading.Timer(0.2, cancel.set)
-        timer.start()
-        try:
-            with pytest.raises(Cancelled):
-                fleet.list_models(cancel=cancel)
-        finally:
-            timer.cancel()
+        with pytest.raises(Cancelled):
+            fleet.list_models(cancel=cancel)
         assert [r.path for r in server.requests] == ["/v1/models"]

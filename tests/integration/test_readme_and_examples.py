@@ -27,7 +27,7 @@ from typing import Any
 
 import llamacpp  # scripts/, put on sys.path by conftest.py
 import pytest
-from support.doc_snippets import ROOT, Snippet, run, snippets
+from support.doc_snippets import ROOT, Snippet, readers_folder, run, run_steps, snippets
 
 import ollm_lite
 import ollm_lite.client as client_module
@@ -89,8 +89,7 @@ def test_readme_has_the_snippets_this_test_expects() -> None:
 def test_readme_snippet_runs_against_the_quick_start_server(
     snippet: Snippet, newcomer_env: dict[str, str], tmp_path: Path
 ) -> None:
-    for name, text in snippet.directive.get("files", {}).items():
-        (tmp_path / name).write_text(text)
+    run_steps(snippet, readers_folder(tmp_path), newcomer_env)
     done = _run([sys.executable, "-c", snippet.code], newcomer_env, tmp_path)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
@@ -115,9 +114,9 @@ def test_snippets_report_errors_instead_of_swallowing_them(
         .replace(f":{_port(newcomer_env)}", f":{llamacpp.free_port()}")
     )
     dead["OLLM_CONFIG"] = str(config)
+    readers_folder(tmp_path)
     for snippet in SNIPPETS:
-        for name, text in snippet.directive.get("files", {}).items():
-            (tmp_path / name).write_text(text)
+        run_steps(snippet, tmp_path, dead)
         (tmp_path / "labels.jsonl").unlink(missing_ok=True)
         done = _run([sys.executable, "-c", snippet.code], dead, tmp_path)
         assert done.returncode != 0, snippet.id

@@ -8,6 +8,8 @@ port taken, or have children), so the lifecycle code is exercised in seconds. Th
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -204,6 +206,46 @@ def test_pip_step_failure_names_the_log(tmp_path: Path, monkeypatch: pytest.Monk
     assert "boom-42" in str(caught.value) and "(7)" in str(caught.value)
 
 
+def test_a_command_past_its_bound_is_stopped_with_its_children_and_names_the_log(
+    tmp_path: Path,
+) -> None:
+    """An install that hangs (an unreachable registry retried for ever) ends at its bound: the
+    command and what it started are stopped, and the error names the log."""
+    log = tmp_path / "build.log"
+    pid_file = tmp_path / "child.pid"
+    hang = (
+        "import subprocess, sys, time; "
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); "
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid)); "
+        "print('fetching, attempt 1 failed', flush=True); time.sleep(300)"
+    )
+    with pytest.raises(llamacpp.ScriptError) as caught:
+        llamacpp._run_logged([sys.executable, "-c", hang], log, bound=2.0)
+    message = str(caught.value)
+    assert "did not finish in 2 s" in message and str(log) in message
+    assert "OLLM_LITE_INSTALL_TIMEOUT_S" in message
+    assert "fetching, attempt 1 failed" in message  # the log's last lines
+    assert "stopped after 2 s" in log.read_text()
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 30  # generous: only a bound against a hang
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child)
+
+
+def test_install_bound_comes_from_the_build_or_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OLLM_LITE_INSTALL_TIMEOUT_S", raising=False)
+    assert llamacpp.install_bound(llamacpp.NATIVE_BUILD) >= 3600  # a compile on a busy machine
+    assert llamacpp.install_bound(BUILD) == llamacpp.INSTALL_BOUND_S
+    monkeypatch.setenv("OLLM_LITE_INSTALL_TIMEOUT_S", "7.5")
+    assert llamacpp.install_bound(llamacpp.NATIVE_BUILD) == 7.5
+    monkeypatch.setenv("OLLM_LITE_INSTALL_TIMEOUT_S", "soon")
+    with pytest.raises(llamacpp.ScriptError, match="OLLM_LITE_INSTALL_TIMEOUT_S"):
+        llamacpp.install_bound(BUILD)
+
+
 # --------------------------------------------------------------------------- native libraries
 
 
@@ -360,6 +402,7 @@ def test_cli_start_prints_one_json_line_and_stop_all(
     monkeypatch.setenv("OLLM_LITE_CACHE", str(root))
     config = root / "ollm" / "config.toml"
     monkeypatch.setenv("OLLM_CONFIG", str(config))
+    monkeypatch.setattr(llamacpp, "DEFAULT_PORT", llamacpp.free_port())  # not the real 8080
     fake_server("ok")
     assert llamacpp.main(["start", "--server", "py", "--ctx", "2048"]) == 0
     captured = capsys.readouterr()
@@ -379,6 +422,104 @@ def test_cli_start_prints_one_json_line_and_stop_all(
     assert llamacpp.main(["stop", "--all"]) == 0
     assert not _alive(info["pid"])
     assert capsys.readouterr().out == ""
+
+
+@pytest.fixture
+def started(
+    root: Path,
+    tmp_path: Path,
+    fake_server: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Callable[..., dict[str, Any]]:
+    """``main(["start", *args])`` on stand-in servers; returns the JSON line it printed."""
+    monkeypatch.setenv("OLLM_LITE_CACHE", str(root))
+    monkeypatch.delenv("OLLM_CONFIG", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "home"))
+    fake_server("ok")
+
+    def start(*args: str) -> dict[str, Any]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert llamacpp.main(["start", "--server", "py", *args]) == 0
+        info: dict[str, Any] = json.loads(out.getvalue())
+        return info
+
+    return start
+
+
+def test_start_listens_on_the_default_port_when_it_is_free(
+    started: Callable[..., dict[str, Any]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No --port: llama.cpp's default port when free, else a free one, and it says so."""
+    default = llamacpp.free_port()  # a stand-in for 8080, which another program may hold
+    monkeypatch.setattr(llamacpp, "DEFAULT_PORT", default)
+    first = started()
+    assert first["port"] == default
+    assert first["base_url"] == f"http://127.0.0.1:{default}"
+    assert "is taken" not in capsys.readouterr().err
+    second = started()  # the default port is now the first server's
+    assert second["port"] != default
+    assert f"port {default} is taken: listening on {second['port']} instead" in (
+        capsys.readouterr().err
+    )
+    chosen = llamacpp.free_port()
+    assert started("--port", str(chosen))["port"] == chosen
+    assert llamacpp.main(["stop", "--all"]) == 0
+
+
+def test_default_port_is_llama_cpps_own() -> None:
+    assert llamacpp.DEFAULT_PORT == 8080
+
+
+def test_stop_takes_back_the_configuration_start_wrote(
+    started: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """stop removes the file start made; with two servers, the first one's file comes back."""
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    first = started("--port", "0")
+    first_text = config.read_text()
+    assert first["base_url"] in first_text
+    second = started("--port", "0")
+    assert second["base_url"] in config.read_text()
+    assert llamacpp.main(["stop", "--pid", str(second["pid"])]) == 0
+    assert config.read_text() == first_text  # back to the server still running
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert not config.exists()  # nothing was there before: nothing points at a dead port
+    assert load_config().provider == "local"
+
+
+def test_stop_leaves_a_file_the_user_changed_or_another_server_owns(
+    started: Callable[..., dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    first = started("--port", "0")
+    edited = config.read_text() + "# mine now\n"
+    config.write_text(edited)
+    assert llamacpp.main(["stop", "--pid", str(first["pid"])]) == 0
+    assert config.read_text() == edited
+    assert "changed since `start` wrote it: left alone" in capsys.readouterr().err
+    config.unlink()
+    a = started("--port", "0")
+    b = started("--port", "0")
+    assert llamacpp.main(["stop", "--pid", str(a["pid"])]) == 0  # the file names b: kept
+    assert b["base_url"] in config.read_text()
+    assert llamacpp.main(["stop", "--pid", str(b["pid"])]) == 0  # a is gone: not restored
+    assert not config.exists()
+
+
+def test_stop_restores_a_file_of_the_users_own_left_alone_by_start(
+    started: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    config.parent.mkdir(parents=True)
+    own = 'provider = "vllm"\n'
+    config.write_text(own)
+    started("--port", "0")
+    assert config.read_text() == own
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert config.read_text() == own
 
 
 def _info(port: int = 5555) -> llamacpp.ServerInfo:
@@ -440,6 +581,27 @@ def test_config_file_follows_load_config(tmp_path: Path) -> None:
         (
             ["[ 99%] Linking", "Installing collected packages: numpy, llama-cpp-python"],
             "installing the built packages",
+        ),
+        (
+            ["$ /usr/bin/npm install --no-audit --no-fund --loglevel=http pkg@1.0.0"],
+            "npm install started, nothing logged yet",
+        ),
+        (
+            [
+                "npm http fetch GET 200 https://registry.npmjs.org/zod 120ms (cache miss)",
+                "npm http fetch GET https://registry.npmjs.org/express attempt 1 failed with "
+                "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+            ],
+            "npm: https://registry.npmjs.org/express failed with "
+            "UNABLE_TO_GET_ISSUER_CERT_LOCALLY (attempt 1)",
+        ),
+        (
+            ["npm http fetch GET 200 https://registry.npmjs.org/zod 120ms (cache miss)"],
+            "npm: fetched https://registry.npmjs.org/zod (200)",
+        ),
+        (
+            ["npm warn deprecated glob@7.2.3: Glob versions prior to v9"],
+            "npm warn: deprecated glob@7.2.3: Glob versions prior to v9",
         ),
     ],
 )
@@ -521,7 +683,7 @@ def test_real_start_outlives_the_command_and_stop(tmp_path: Path) -> None:
         llamacpp.install("native")
     script = str(SCRIPTS / "llamacpp.py")
     done = subprocess.run(
-        [sys.executable, script, "start", "--server", "native", "--ctx", "1024"],
+        [sys.executable, script, "start", "--server", "native", "--ctx", "1024", "--port", "0"],
         capture_output=True,
         text=True,
         timeout=200,

@@ -1,37 +1,48 @@
 """The Python snippets of README.md and docs/*.md, and how to run them.
 
-A snippet is a fenced ``python`` block. The HTML comment on the line before the fence, when
-there is one, says how to run it (it does not show on the rendered page)::
+A snippet is a fenced ``python`` block. Each runs as the page shows it, nothing added: in a
+folder that holds only what the docs call the reader's own (a ``cat.jpg``, and the folder is a
+git repository: :func:`readers_folder`) and the files the page's earlier visible steps made. A
+step is a fenced ``bash``/``sh`` block marked ``{"step": true}`` (a ``cat > tickets.jsonl``
+heredoc, say): it runs, with ``sh``, before every later snippet of its page.
 
-    <!-- snippet: {"turns": ["Paris."], "live": true} -->
+The HTML comment on the line before a fence, when there is one, says how to run it offline (it
+does not show on the rendered page; it never adds code or files)::
 
-* ``turns``: what the ``ScriptedProvider`` behind ``connect()`` answers, in order — a string,
-  or a list of ``{"tool": name, "args": {...}}`` calls for one tool-calling turn (default:
-  plain answers);
-* ``live``: the snippet also runs against the real llama.cpp server (integration tier);
-* ``files``: ``{name: text}`` written into the snippet's working directory first;
-* ``setup``: Python run before the snippet (not shown on the page), e.g. to define a name
-  the page defined in an earlier snippet;
-* ``fake_mcp``: command names (``mcp-server-time`` …) the snippet starts as MCP servers: each
-  is put on ``PATH`` as the suite's fake MCP server (tests/mcp_client/fake_mcp_server.py), and
-  the servers it opened are closed afterwards;
+    <!-- snippet: {"turns": ["Paris."]} -->
+
+* ``turns``: what the ``ScriptedProvider`` behind ``connect()`` answers offline, in order — a
+  string, or a list of ``{"tool": name, "args": {...}}`` calls for one tool-calling turn
+  (default: plain answers);
+* ``fake_mcp``: command names (``mcp-server-time`` …) the snippet starts as MCP servers:
+  offline each is put on ``PATH`` as the suite's fake MCP server
+  (tests/support/fake_mcp_server.py), and the servers it opened are closed afterwards;
+  against the real server the real MCP servers run;
+* ``needs``: the other server the snippet needs (``"an Ollama server"``); the page says so
+  where the snippet stands. The only snippets left out of the real-server run;
 * ``peer``: another library's code, shown for comparison (docs/comparison.md): it is only
   compiled, since that library and its server are not part of this project's test setup;
 * ``script`` / ``library``: which of the five scripts and whose version (the comparison's
-  line counts are checked against them).
+  line counts are checked against them);
+* ``step``: on a shell block, see above.
+
+A snippet that defines ``test_*`` functions is a test file: it is saved and run with pytest.
 
 Offline, every ``connect(...)`` in a snippet (and the default client behind
 ``ollm_lite.ask``/``ollm_lite.stream``) is a real ``connect`` over a ``ScriptedProvider``
 playing ``turns``: its keyword options are checked exactly as for a real server. A snippet that
-builds its own provider object keeps it.
+builds its own provider object keeps it. tests/docs/test_doc_snippets_live.py runs every
+snippet, as a script of its own, against the real quick-start llama.cpp server.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -48,7 +59,7 @@ from ollm_lite import FinishEvent, ScriptedProvider, ToolCall, ToolCallEvent
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+_FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _DIRECTIVE = re.compile(r"<!--\s*snippet:\s*(\{.*\})\s*-->\s*$")
 DEFAULT_TURNS = ["A scripted answer."] * 8
 
@@ -66,13 +77,27 @@ class Snippet:
     def id(self) -> str:
         return f"{self.page.relative_to(ROOT)}:{self.line}"
 
+    language: str = "python"
+    before: str = ""
+    """The page's prose between the previous fence and this one."""
+
     @property
     def live(self) -> bool:
-        return bool(self.directive.get("live"))
+        """Whether it runs against the quick-start server (all but ``needs`` and ``peer``)."""
+        return not (self.needs or self.peer)
+
+    @property
+    def needs(self) -> str:
+        return str(self.directive.get("needs", ""))
 
     @property
     def peer(self) -> bool:
         return bool(self.directive.get("peer"))
+
+    @property
+    def is_test_file(self) -> bool:
+        """A pytest file: run with pytest, not as a script."""
+        return re.search(r"^def test_", self.code, re.MULTILINE) is not None
 
     @property
     def lines(self) -> int:
@@ -80,24 +105,74 @@ class Snippet:
         return sum(1 for line in self.code.splitlines() if line.strip())
 
 
-def snippets(pages: list[Path] = PAGES) -> list[Snippet]:
-    """Every python block of ``pages``, in page order."""
+def blocks(pages: list[Path] = PAGES) -> list[Snippet]:
+    """Every fenced block of ``pages`` (any language), in page order."""
     found = []
     for page in pages:
         text = page.read_text("utf-8")
+        end = 0
         for match in _FENCE.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
-            before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-            directive = _DIRECTIVE.search(before)
+            prose = text[end : match.start()]
+            end = match.end()
+            last = prose.rstrip("\n").rsplit("\n", 1)[-1]
+            directive = _DIRECTIVE.search(last)
             found.append(
                 Snippet(
                     page,
                     line,
-                    match.group(1),
+                    match.group(2),
                     json.loads(directive.group(1)) if directive else {},
+                    language=match.group(1),
+                    before=prose,
                 )
             )
     return found
+
+
+def snippets(pages: list[Path] = PAGES) -> list[Snippet]:
+    """Every python block of ``pages``, in page order."""
+    return [b for b in blocks(pages) if b.language == "python"]
+
+
+def steps_before(snippet: Snippet) -> list[Snippet]:
+    """The shell steps of ``snippet``'s page above it, in page order."""
+    return [
+        b
+        for b in blocks([snippet.page])
+        if b.line < snippet.line and b.language in ("bash", "sh") and b.directive.get("step")
+    ]
+
+
+#: The reader's own picture (a 1x1 JPEG): the docs' ``cat.jpg``.
+CAT_JPG = base64.b64decode(
+    "/9j/4AAQSkZJRgABAQEASABIAAD/2wBDAP////////////////////////////////////////////////"
+    "//////////////////////////////////////wgALCAABAAEBAREA/8QAFBABAAAAAAAAAAAAAAAAAAAAAP/aAAgB"
+    "AQABPxA="
+)
+
+
+def readers_folder(path: Path) -> Path:
+    """``path`` as the docs assume the reader's folder: a git repository holding ``cat.jpg``."""
+    (path / "cat.jpg").write_bytes(CAT_JPG)
+    git = ["git", "-c", "user.name=Reader", "-c", "user.email=reader@example.com"]
+    for args in (["init", "-q"], ["add", "cat.jpg"], ["commit", "-q", "-m", "A picture of my cat"]):
+        subprocess.run([*git, *args], cwd=path, check=True, capture_output=True, timeout=60)
+    return path
+
+
+def run_steps(snippet: Snippet, folder: Path, env: dict[str, str] | None = None) -> None:
+    """Run the page's visible steps above ``snippet`` in ``folder``."""
+    for step in steps_before(snippet):
+        done = subprocess.run(
+            ["sh", "-e", "-c", step.code],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, (step.id, done.stderr)
 
 
 def scripted_turns(directive: dict[str, Any]) -> list[Any]:
@@ -146,9 +221,12 @@ def run(
     monkeypatch: pytest.MonkeyPatch,
     connect: Callable[..., ollm_lite.Client],
 ) -> dict[str, Any]:
-    """Execute ``snippet`` in ``tmp_path`` with ``connect`` behind every client it makes."""
-    for name, text in snippet.directive.get("files", {}).items():
-        (tmp_path / name).write_text(text, "utf-8")
+    """Execute ``snippet`` in ``tmp_path`` with ``connect`` behind every client it makes.
+
+    ``tmp_path`` becomes the reader's folder first, with the page's steps above it run there.
+    """
+    readers_folder(tmp_path)
+    run_steps(snippet, tmp_path)
     fake_mcp = snippet.directive.get("fake_mcp", [])
     if fake_mcp:
         _fake_mcp_commands(fake_mcp, tmp_path / "bin", monkeypatch)
@@ -162,8 +240,26 @@ def run(
     return _execute(snippet, tmp_path, monkeypatch, connect)
 
 
+def run_test_file(
+    snippet: Snippet, folder: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Save a test-file snippet in ``folder`` and run pytest on it, as its page says."""
+    path = folder / f"test_{snippet.page.stem.replace('-', '_')}_{snippet.line}.py"
+    path.write_text(snippet.code, "utf-8")
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", path.name],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def _fake_mcp_commands(names: list[str], folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     fake = ROOT / "tests" / "support" / "fake_mcp_server.py"
     for name in names:
         command = folder / name
@@ -189,8 +285,5 @@ def _execute(
     monkeypatch.setitem(sys.modules, "__main__", main)
     namespace = main.__dict__
     with running_dir(tmp_path):
-        setup = snippet.directive.get("setup")
-        if setup:
-            exec(compile(setup, f"{snippet.id} (setup)", "exec"), namespace)
         exec(compile(snippet.code, snippet.id, "exec"), namespace)
     return namespace

@@ -1,5 +1,10 @@
 """The library's own cancel event that follows a caller's one: :class:`LinkedEvent`.
 
+A call's event also carries the call's deadline (:attr:`LinkedEvent.deadline`): the event is
+what reaches every request made for the call (the chat, and the look-ups before it: model
+discovery, metadata, token counting, tool calls), so each of them reads the deadline where it
+reads the cancel (:func:`deadline_of`), however many layers it passed through.
+
 Standard library only, so the chat runtime can use it without importing ``requests``.
 """
 
@@ -8,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["LinkedEvent"]
+__all__ = ["LinkedEvent", "deadline_of", "past_deadline"]
 
 #: How often a wait on a :class:`LinkedEvent` looks at its parent; bounds cancel latency.
 _PARENT_POLL_S = 0.02
@@ -22,13 +27,25 @@ class LinkedEvent(threading.Event):
     the caller's event goes on undisturbed. Everything downstream (requests, tools) receives
     the linked event and sees the caller's cancellation through it.
 
+    The event is not set when the deadline passes (a deadline is a timeout, not a cancel):
+    whoever waits reads :attr:`deadline` and ends with ``LLM_TIMEOUT``.
+
     Args:
         parent: The caller's event to follow, or ``None`` for a plain event.
+        deadline: ``time.monotonic()`` value by which everything done under this event must
+            end; the parent's deadline, when earlier, wins.
     """
 
-    def __init__(self, parent: threading.Event | None = None) -> None:
+    def __init__(
+        self, parent: threading.Event | None = None, *, deadline: float | None = None
+    ) -> None:
         super().__init__()
         self._parent = parent
+        inherited = deadline_of(parent)
+        if inherited is not None and (deadline is None or inherited < deadline):
+            deadline = inherited
+        self.deadline = deadline
+        """``time.monotonic()`` value by which everything done under this event must end."""
 
     def is_set(self) -> bool:
         """True once this event or its parent was set."""
@@ -54,3 +71,17 @@ class LinkedEvent(threading.Event):
                 return False
             super().wait(left)  # returns at once when this event itself is set
         return True
+
+
+def deadline_of(event: threading.Event | None) -> float | None:
+    """The deadline ``event`` carries (a :class:`LinkedEvent`'s), or ``None``."""
+    deadline = getattr(event, "deadline", None)
+    if isinstance(deadline, int | float) and not isinstance(deadline, bool):
+        return float(deadline)
+    return None
+
+
+def past_deadline(event: threading.Event | None) -> bool:
+    """Whether the deadline ``event`` carries has passed."""
+    deadline = deadline_of(event)
+    return deadline is not None and time.monotonic() >= deadline

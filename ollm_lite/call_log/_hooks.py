@@ -1,0 +1,56 @@
+"""Where the rest of the library reaches the call log: a few small functions.
+
+``connect`` asks :func:`client_logger` for the client's logger (``None``: not logging); each
+call is marked with :func:`logged` when it starts (the call's end reaches the recorder it
+carries: ``ollm_lite.client._run_call`` hands it the reply or the events). With the log off
+each is a check of one attribute: nothing else is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..client._prepare import Call
+    from ._recorder import CallLogger
+
+__all__ = ["client_logger", "logged"]
+
+
+def client_logger(log: Any, cache: Any, config: Any, provider: Any) -> CallLogger | None:
+    """The logger of a client made by ``connect(log=, cache=)`` (``None``: off).
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for ``cache=True`` with ``log=False`` or a bad value.
+    """
+    from ._settings import resolve
+
+    path, caching = resolve(log, cache, config)
+    if path is None:
+        return None
+    from ._recorder import CallLogger
+
+    return CallLogger(path, cache=caching, provider=provider, secrets=config_secrets(config))
+
+
+def config_secrets(config: Any) -> list[str]:
+    """Values never to store: configured keys, every MCP ``env`` and ``headers`` value."""
+    from ..config import config_secrets as keys
+
+    found = list(keys(config)) if config is not None else []
+    servers = getattr(config, "mcp_servers", None)
+    for server in servers.values() if isinstance(servers, dict) else ():
+        for table in (getattr(server, "env", None), getattr(server, "headers", None)):
+            if isinstance(table, dict):
+                found.extend(v for v in table.values() if isinstance(v, str))
+    return found
+
+
+def logged(client: Any, call: Call, source: str, session_id: str | None = None) -> Call:
+    """``call`` carrying a recorder when ``client`` logs; unchanged otherwise."""
+    logger: CallLogger | None = getattr(client, "call_log", None)
+    if logger is None:
+        return call
+    recorder = logger.begin(source, call, session_id=session_id)
+    return replace(call, settings=replace(call.settings, recorder=recorder))

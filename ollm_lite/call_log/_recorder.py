@@ -1,0 +1,451 @@
+"""Recording one call: its model turns as they run, the row when it ends.
+
+A :class:`CallLogger` belongs to a client with the log on: it knows the log file, the
+connection's secrets and whether to answer from the cache. :meth:`CallLogger.begin` starts a
+:class:`Recorder` for one call. The chat loop streams each model turn through
+:meth:`Recorder.turn` (which notes the request and the answer as they pass, or answers from
+the log when caching and an identical turn is there), and the call's end hands its ``Reply``
+to :meth:`Recorder.finish`, which builds the row and commits it before the call returns.
+Nothing is written on the stream's path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Generator, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from ..client._run_call import Reply, reply_of
+from ..http.secrets import Redactor
+from ..types import (
+    ErrorEvent,
+    FinishEvent,
+    GenerationOptions,
+    ProviderEvent,
+    ProviderRequest,
+    TextEvent,
+    ThinkingEvent,
+    ToolCallEvent,
+)
+from ..types._event_fold import EventFold
+from ._cache import cache_key, cached_events, lookup
+from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
+from ._writer import MAX_BUSY, LogFile
+
+if TYPE_CHECKING:
+    from ..client._prepare import Call
+    from ..providers.base import ProviderAdapter
+    from ..types import ChatEvent
+
+__all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
+
+_USERINFO = re.compile(r'(?<=://)[^/@\s"\\]+@')
+#: Turn endings a cache may answer from (not an error, not a cancel).
+_GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
+
+
+_GENERATION_FIELDS = (
+    "temperature",
+    "max_tokens",
+    "top_p",
+    "top_k",
+    "repeat_penalty",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+    "extra_body",
+)
+
+
+def new_id(now_ns: int | None = None) -> str:
+    """A call id that sorts by time: microseconds since the epoch, then random digits."""
+    stamp = (time.time_ns() if now_ns is None else now_ns) // 1000
+    return f"{stamp:014x}{secrets.token_hex(5)}"
+
+
+def host_of(base_url: str | None) -> str | None:
+    """``scheme://host:port`` of a base URL (a fleet's ``", "``-joined list: each one)."""
+    if not base_url:
+        return None
+    hosts = []
+    for url in base_url.split(", "):
+        try:
+            parts = urlsplit(url.strip())
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            continue
+        if parts.hostname:
+            name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+            hosts.append(f"{parts.scheme}://{name}:{port}")
+    return ", ".join(hosts) or None
+
+
+def provider_secrets(provider: Any) -> list[str]:
+    """The secrets a provider's transports mask (API keys, custom auth header values)."""
+    found: list[str] = []
+    members = getattr(provider, "providers", None)
+    for member in members if isinstance(members, list) else [provider]:
+        redact = getattr(getattr(member, "_transport", None), "redact", None)
+        found.extend(getattr(redact, "_secrets", ()))
+        key = getattr(member, "api_key", None)
+        if isinstance(key, str):
+            found.append(key)
+    return found
+
+
+def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
+    """The generation options that are set (``None`` fields and an empty ``extra_body`` left
+    out)."""
+    if options is None:
+        return {}
+    found = {name: getattr(options, name, None) for name in _GENERATION_FIELDS}
+    return {k: v for k, v in found.items() if v is not None and v != {}}
+
+
+class CallLogger:
+    """The call log of one client: where it goes, what to mask, whether to cache.
+
+    Args:
+        path: The log file.
+        cache: Answer identical model turns from the log.
+        provider: The client's provider (its name, host and secrets).
+        secrets: Other values never to store (configured keys, MCP env and header values).
+    """
+
+    def __init__(
+        self, path: Path, *, cache: bool, provider: Any, secrets: Sequence[str] = ()
+    ) -> None:
+        self.path = Path(path)
+        self.cache = cache
+        self.file = LogFile(self.path)
+        self.provider_name = str(getattr(provider, "name", "") or "")
+        self.host = host_of(_base_url(provider))
+        self.hosts = sorted((self.host or "").split(", "))
+        self._secrets = [*provider_secrets(provider), *secrets]
+        self._masker = Masker(self._secrets)
+
+    def __repr__(self) -> str:
+        return f"CallLogger(path={str(self.path)!r}, cache={self.cache})"
+
+    def close(self) -> None:
+        """Close the connections to the log (a later call opens new ones)."""
+        self.file.close()
+
+    def begin(
+        self,
+        source: str,
+        call: Call | None = None,
+        *,
+        session_id: str | None = None,
+        custom_id: str | None = None,
+        model: str | None = None,
+    ) -> Recorder:
+        """Start recording one call."""
+        return Recorder(self, source, call, session_id=session_id, custom_id=custom_id, model=model)
+
+    def masker(self, extra: Sequence[str] = ()) -> Masker:
+        """The masker of this connection's secrets and ``extra`` (a call's header values)."""
+        if not extra:
+            return self._masker
+        return Masker([*self._secrets, *extra])
+
+
+def _base_url(provider: Any) -> str | None:
+    url = getattr(provider, "base_url", None)
+    return url if isinstance(url, str) else None
+
+
+class Recorder:
+    """One call on its way to the log."""
+
+    def __init__(
+        self,
+        logger: CallLogger,
+        source: str,
+        call: Call | None,
+        *,
+        session_id: str | None,
+        custom_id: str | None,
+        model: str | None,
+    ) -> None:
+        self.logger = logger
+        self.source = source
+        self.session_id = session_id
+        self.custom_id = custom_id
+        self.started_ns = time.time_ns()
+        self.started = time.monotonic()
+        self.first_token: float | None = None
+        self.model = model or (call.model if call is not None else None)
+        self.turns: list[dict[str, Any]] = []
+        self.messages: list[dict[str, Any]] = []
+        self.options: dict[str, Any] = {}
+        headers: dict[str, str] = {}
+        self.deadline: float | None = None
+        self.from_call = call is not None
+        if call is not None:
+            settings = call.settings
+            headers = dict(settings.headers)
+            history = [*call.history, call.prompt]
+            self.messages = _with_system(
+                call.loop.get("system_prompt"), [message_dict(m) for m in history]
+            )
+            self.options = _options(call)
+            if settings.timeout is not None:
+                self.deadline = self.started + settings.timeout
+        self.mask = logger.masker([v for v in headers.values() if isinstance(v, str)])
+        self._lock = threading.Lock()
+        self.done = False
+
+    # ------------------------------------------------------------------ turns
+
+    def turn(self, adapter: ProviderAdapter, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        """The events of one model turn: from the log when cached, else from ``adapter``,
+        noted as they pass."""
+        described = self.request_dict(request)
+        key = cache_key(self.logger, described) if self.logger.cache else None
+        record: dict[str, Any] = {
+            "request": described,
+            "answer": {"text": "", "thinking": "", "tool_calls": [], "finish": None},
+            "cached": False,
+            "key": key,
+        }
+        if not self.turns:
+            self.model = request.model
+            self.messages = described["messages"]
+            if not self.from_call:  # the CLI's chat: what its first request carried
+                self.options = dict(described["options"])
+        self.turns.append(record)
+        if key is not None:
+            found = lookup(self.logger.file, key, self._budget())
+            if found is not None:
+                record["answer"] = found
+                record["cached"] = True
+                yield from cached_events(found)
+                return
+        yield from self._live(adapter, request, record["answer"])
+
+    def _live(
+        self, adapter: ProviderAdapter, request: ProviderRequest, answer: dict[str, Any]
+    ) -> Iterator[ProviderEvent]:
+        text: list[str] = []
+        thinking: list[str] = []
+        try:
+            for event in adapter.chat_stream(request):
+                if isinstance(event, TextEvent | ThinkingEvent | ToolCallEvent):
+                    if self.first_token is None:
+                        self.first_token = time.monotonic() - self.started
+                    if isinstance(event, TextEvent):
+                        text.append(event.value)
+                    elif isinstance(event, ThinkingEvent):
+                        thinking.append(event.value)
+                    else:
+                        answer["tool_calls"].append(tool_call_dict(event.value))
+                elif isinstance(event, FinishEvent):
+                    answer["finish"] = event.reason
+                    answer["usage"] = usage_dict(event.usage)
+                elif isinstance(event, ErrorEvent):
+                    answer["finish"] = "error"
+                    answer["error"] = {"code": event.error.code, "message": event.error.message}
+                answer["text"] = "".join(text)
+                answer["thinking"] = "".join(thinking)
+                yield event
+        finally:
+            answer["text"] = "".join(text)
+            answer["thinking"] = "".join(thinking)
+            if answer["finish"] is None:
+                answer["finish"] = "cancelled"
+
+    def request_dict(self, request: ProviderRequest) -> dict[str, Any]:
+        """What identifies a model turn's request (never its headers, timeout or cancel)."""
+        messages = _with_system(request.system_prompt, [message_dict(m) for m in request.messages])
+        return {
+            "model": request.model,
+            "messages": messages,
+            "tools": [
+                {"name": t.name, "description": t.description, "parameters": t.parameters}
+                for t in request.tools or ()
+            ],
+            "tool_choice": request.tool_choice,
+            "response_format": request.response_format,
+            "think": request.think,
+            "options": generation_dict(request.options),
+        }
+
+    def wrap(self, adapter: ProviderAdapter) -> ProviderAdapter:
+        """``adapter`` with its model turns streamed through :meth:`turn` (for a chat run on
+        the lower-level runtime, as the CLI's ``chat`` is)."""
+        return _Recording(adapter, self)
+
+    # ------------------------------------------------------------------ the end
+
+    def watch(self, events: Generator[ChatEvent, None, None]) -> Generator[ChatEvent, None, None]:
+        """``events`` passed through; the call is recorded when they end or are closed."""
+        fold = EventFold()
+        completed = False
+        try:
+            for event in events:
+                fold.add(event)
+                yield event
+            completed = True
+        finally:
+            events.close()
+            self.finish_fold(fold, cancelled=not completed)
+
+    def finish_fold(self, fold: EventFold, *, cancelled: bool) -> None:
+        """Record the call from the events it produced (``cancelled``: closed early)."""
+        folded = fold.result()
+        reply = reply_of(folded, [], len(self.turns))
+        if cancelled and folded.finish is None:
+            reply.finish = "cancelled"
+            reply.error = None
+        self.finish(reply)
+
+    def finish(self, reply: Reply) -> None:
+        """Commit the call; never raises for the log's own trouble (it warns once)."""
+        with self._lock:
+            if self.done:
+                return
+            self.done = True
+        try:
+            row, turns, search = self._row(reply)
+        except Exception:  # a value the log cannot represent must not fail the call
+            import logging
+
+            logging.getLogger("ollm_lite.call_log").debug("call not logged", exc_info=True)
+            return
+        self.logger.file.write(row, turns, search, self._budget())
+
+    def _budget(self) -> float:
+        if self.deadline is None:
+            return MAX_BUSY
+        return min(MAX_BUSY, self.deadline - time.monotonic())
+
+    def _row(self, reply: Reply) -> tuple[dict[str, Any], list[tuple[Any, ...]], tuple[str, str]]:
+        text_of, json_of = self.mask.text, self.mask.json
+        ended = time.monotonic()
+        started = datetime.fromtimestamp(self.started_ns / 1e9, UTC)
+        call_id = new_id(self.started_ns)
+        error = reply.error
+        cached = bool(self.turns) and all(t["cached"] for t in self.turns)
+        usage = reply.usage
+        text = text_of(reply.text or "")
+        row: dict[str, Any] = {
+            "id": call_id,
+            "started": started.isoformat(),
+            "started_ts": self.started_ns / 1e9,
+            "day": started.strftime("%Y-%m-%d"),
+            "seconds": ended - self.started,
+            "first_token_seconds": self.first_token,
+            "source": self.source,
+            "script": os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "",
+            "provider": self.logger.provider_name,
+            "host": self.logger.host,
+            "model": self.model,
+            "messages": json_of(self.messages),
+            "options": json_of(self.options),
+            "text": text,
+            "thinking": text_of(reply.thinking) if reply.thinking else reply.thinking,
+            "tool_calls": json_of([tool_call_dict(c) for c in reply.tool_calls]),
+            "tool_results": json_of([result_to_dict(r) for r in reply.tool_results]),
+            "finish": reply.finish,
+            "error_code": getattr(error, "code", None) if error is not None else None,
+            "error_message": text_of(str(getattr(error, "message", error)))
+            if error is not None
+            else None,
+            "usage": dumps(usage_dict(usage)) if usage is not None else None,
+            "prompt_tokens": usage.prompt_tokens if usage is not None else None,
+            "completion_tokens": usage.completion_tokens if usage is not None else None,
+            "cached": int(cached),
+            "session_id": self.session_id,
+            "custom_id": text_of(self.custom_id) if self.custom_id else self.custom_id,
+        }
+        turns = []
+        for number, turn in enumerate(self.turns, 1):
+            answer = turn["answer"]
+            ok = answer.get("finish") in _GOOD_FINISH and "error" not in answer
+            key = (
+                turn["key"] if turn["key"] is not None else cache_key(self.logger, turn["request"])
+            )
+            turns.append(
+                (
+                    call_id,
+                    number,
+                    json_of(turn["request"]),
+                    json_of(answer),
+                    key,
+                    int(ok and not turn["cached"]),
+                    int(turn["cached"]),
+                )
+            )
+        prompt = text_of("\n".join(_texts(self.messages)))
+        return row, turns, (prompt, text)
+
+
+class _Recording:
+    """A provider whose ``chat_stream`` goes through a recorder; the rest is the provider's."""
+
+    def __init__(self, inner: ProviderAdapter, recorder: Recorder) -> None:
+        self._inner = inner
+        self._recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
+        return self._recorder.turn(self._inner, request)
+
+
+class Masker:
+    """Masks the secrets and URL user-info in text and in JSON text, with the library's one
+    redactor (a secret is also masked in its JSON-escaped form)."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        escaped = [json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets]
+        self.redact = Redactor([*secrets, *escaped])
+
+    def text(self, value: str) -> str:
+        """``value`` masked."""
+        if "@" in value:
+            value = _USERINFO.sub("***@", value)
+        return self.redact(value)
+
+    def json(self, value: Any) -> str:
+        """``value`` as compact JSON text, masked (a quote never starts or ends a match, so
+        the JSON stays valid)."""
+        return self.text(dumps(value))
+
+
+def _with_system(system: str | None, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": system}, *messages] if system else messages
+
+
+def _options(call: Call) -> dict[str, Any]:
+    """The call's effective generation options (never its headers)."""
+    settings = call.settings
+    options = generation_dict(call.loop.get("options"))
+    for name in ("think", "keep_alive", "timeout"):
+        value = getattr(settings, name)
+        if value is not None:
+            options[name] = value
+    if settings.tool_choice != "auto":
+        options["tool_choice"] = settings.tool_choice
+    return options
+
+
+def _texts(messages: list[dict[str, Any]]) -> Iterator[str]:
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            yield content
+        elif isinstance(content, list):
+            yield from (p["text"] for p in content if isinstance(p, dict) and "text" in p)
