@@ -174,6 +174,13 @@ class McpServer:
         """The stdio server's process id (``None`` for HTTP)."""
         return getattr(self._session.transport, "pid", None)
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The values given to reach it that are secrets: its ``env`` values, its ``headers``
+        values and URL credentials (masked wherever the library writes what it says; the
+        call log uses them)."""
+        return self._session.redact.secrets
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else self._session.protocol_version
         return f"McpServer(name={self.name!r}, {self._session.transport.describe}, {state})"
