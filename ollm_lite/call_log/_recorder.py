@@ -114,7 +114,7 @@ def tool_secrets(tools: Any) -> list[str]:
             from ..mcp.server import McpServer  # only a call with remote tools gets here
 
             if isinstance(server, McpServer):
-                found.extend(server.secrets)
+                found.extend(server._secret_values)
     return found
 
 

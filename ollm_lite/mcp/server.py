@@ -175,10 +175,9 @@ class McpServer:
         return getattr(self._session.transport, "pid", None)
 
     @property
-    def secrets(self) -> tuple[str, ...]:
-        """The values given to reach it that are secrets: its ``env`` values, its ``headers``
-        values and URL credentials (masked wherever the library writes what it says; the
-        call log uses them)."""
+    def _secret_values(self) -> tuple[str, ...]:
+        # Its env values, header values and URL credentials: the call log masks them too.
+        # Private on purpose: a public attribute would hand secrets to any caller.
         return self._session.redact.secrets
 
     def __repr__(self) -> str:
