@@ -96,10 +96,24 @@ def provider_secrets(provider: Any) -> list[str]:
     members = getattr(provider, "providers", None)
     for member in members if isinstance(members, list) else [provider]:
         redact = getattr(getattr(member, "_transport", None), "redact", None)
-        found.extend(getattr(redact, "_secrets", ()))
+        found.extend(getattr(redact, "secrets", ()))
         key = getattr(member, "api_key", None)
         if isinstance(key, str):
             found.append(key)
+    return found
+
+
+def tool_secrets(tools: Any) -> list[str]:
+    """The secrets of the MCP servers whose tools ``tools`` (a registry) holds: ``env`` and
+    ``headers`` values, URL credentials (a server built in code, not only a configured one)."""
+    found: list[str] = []
+    for item in tools or ():
+        server = getattr(getattr(item, "runner", None), "server", None)
+        if server is not None:
+            from ..mcp.server import McpServer  # only a call with remote tools gets here
+
+            if isinstance(server, McpServer):
+                found.extend(server._secret_values)
     return found
 
 
@@ -189,12 +203,12 @@ class Recorder:
         self.turns: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
         self.options: dict[str, Any] = {}
-        headers: dict[str, str] = {}
+        secret: list[str] = []  # this call's own: its header values, its MCP servers' secrets
         self.deadline: float | None = None
         self.from_call = call is not None
         if call is not None:
             settings = call.settings
-            headers = dict(settings.headers)
+            secret = [*settings.headers.values(), *tool_secrets(call.loop.get("tools"))]
             history = [*call.history, call.prompt]
             self.messages = _with_system(
                 call.loop.get("system_prompt"), [message_dict(m) for m in history]
@@ -202,7 +216,7 @@ class Recorder:
             self.options = _options(call)
             if settings.timeout is not None:
                 self.deadline = self.started + settings.timeout
-        self.mask = logger.masker([v for v in headers.values() if isinstance(v, str)])
+        self.mask = logger.masker([v for v in secret if isinstance(v, str)])
         self._lock = threading.Lock()
         self.done = False
 

@@ -49,6 +49,11 @@ class Redactor:
         """Whether there is anything to mask."""
         return bool(self._secrets)
 
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The values masked (for a writer that masks them in its own way: the call log)."""
+        return self._secrets
+
     def __call__(self, text: str) -> str:
         for secret in self._secrets:
             if secret in text:

@@ -174,6 +174,12 @@ class McpServer:
         """The stdio server's process id (``None`` for HTTP)."""
         return getattr(self._session.transport, "pid", None)
 
+    @property
+    def _secret_values(self) -> tuple[str, ...]:
+        # Its env values, header values and URL credentials: the call log masks them too.
+        # Private on purpose: a public attribute would hand secrets to any caller.
+        return self._session.redact.secrets
+
     def __repr__(self) -> str:
         state = "closed" if self._closed else self._session.protocol_version
         return f"McpServer(name={self.name!r}, {self._session.transport.describe}, {state})"

@@ -4,13 +4,12 @@ path, the normal answer, and a later call tries again."""
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import time
 from pathlib import Path
 
 import pytest
-from support.log_support import count_rows, logged, logging_client
+from support.log_support import as_a_user, count_rows, logged, logging_client
 
 from ollm_lite.call_log._writer import _warned
 
@@ -26,34 +25,39 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == 30]
 
 
-ROOT = os.geteuid() == 0
-READ_ONLY_NEEDS_A_USER = pytest.mark.skipif(ROOT, reason="root writes read-only files anyway")
-
-
-@READ_ONLY_NEEDS_A_USER
-def test_a_read_only_log_warns_once_and_a_later_call_tries_again(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "logs.db"
-    first, _ = logging_client(path, "first")
-    assert first.ask("make the file") == "first"
-    with sqlite3.connect(path) as db:
-        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    _warned.clear()
-    llm, _ = logging_client(path, "second", "third", "fourth")
-    path.chmod(0o400)
-    tmp_path.chmod(0o500)
-    try:
-        with caplog.at_level(logging.WARNING, logger=LOGGER):
-            assert llm.ask("a") == "second"
-            assert llm.ask("b") == "third"
-    finally:
-        tmp_path.chmod(0o700)
-        path.chmod(0o600)
-    assert len(_warnings(caplog)) == 1
-    assert str(path) in _warnings(caplog)[0]
-    assert llm.ask("c") == "fourth"  # writable again: logged again
-    assert [c.text for c in logged(path)] == ["first", "fourth"]
+def test_a_read_only_log_warns_once_and_a_later_call_tries_again(tmp_path: Path) -> None:
+    """Run by a user whom the file's permissions bind (as root: ``nobody``)."""
+    outcome = as_a_user(
+        """
+        path = FOLDER / "logs.db"
+        first = client(path, "first")
+        assert first.ask("make the file") == "first"
+        with sqlite3.connect(path) as db:
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        warnings = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                if record.levelno == logging.WARNING:
+                    warnings.append(record.getMessage())
+        logging.getLogger("ollm_lite.call_log").addHandler(Keep())
+        llm = client(path, "second", "third", "fourth")
+        read_only(path)
+        try:
+            answers = [llm.ask("a"), llm.ask("b")]
+        finally:
+            writable(path)
+        answers.append(llm.ask("c"))  # writable again: logged again
+        with open_log(path) as log:
+            texts = [c.text for c in reversed(log.calls())]
+        done({"path": str(path), "answers": answers, "warnings": warnings, "texts": texts})
+        """,
+        tmp_path,
+    )
+    assert isinstance(outcome, dict)
+    assert outcome["answers"] == ["second", "third", "fourth"]
+    assert len(outcome["warnings"]) == 1
+    assert outcome["path"] in outcome["warnings"][0]
+    assert outcome["texts"] == ["first", "fourth"]
 
 
 def test_a_file_that_is_no_database_costs_a_warning_not_the_call(

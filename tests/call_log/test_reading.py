@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sqlite3
+import textwrap
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support.log_support import count_rows, file_bytes, logged, logging_client
+from support.log_support import as_a_user, count_rows, file_bytes, logged, logging_client
 
 import ollm_lite
 from ollm_lite import FinishEvent, ScriptedProvider, TextEvent, Usage
@@ -166,40 +166,59 @@ def test_a_newer_log_is_a_config_error(tmp_path: Path) -> None:
         open_log(path)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes read-only files anyway")
+#: :func:`_fill` for :func:`~log_support.as_a_user`'s child.
+_FILL = """
+def fill(path):
+    llm = client(
+        path,
+        [TextEvent("Rayleigh scattering"), FinishEvent("stop", Usage(10, 4, 14))],
+        [TextEvent("Paris"), FinishEvent("stop", Usage(6, 1, 7))],
+        [TextEvent("Seven"), FinishEvent("stop", Usage(5, 2, 7))],
+    )
+    llm.ask("Why is the sky blue?")
+    llm.ask("Capital of France?", model="other")
+    llm.ask("How many seas?")
+"""
+
+
 def test_a_read_only_log_can_still_be_read(tmp_path: Path) -> None:
-    path = tmp_path / "logs.db"
-    _fill(path)
+    """Run by a user whom the file's permissions bind (as root: ``nobody``)."""
+    scenario = """
+    path = FOLDER / "logs.db"
+    fill(path)
     with sqlite3.connect(path) as db:  # fold the WAL in, as a closed log would be
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    path.chmod(0o400)
-    tmp_path.chmod(0o500)
+    read_only(path)
     try:
         with open_log(path) as log:
-            assert len(log.calls()) == 3
+            texts = [c.text for c in log.calls()]
     finally:
-        tmp_path.chmod(0o700)
-        path.chmod(0o600)
+        writable(path)
+    done(texts)
+    """
+    texts = as_a_user(_FILL + textwrap.dedent(scenario), tmp_path)
+    assert texts == ["Seven", "Paris", "Rayleigh scattering"]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes read-only files anyway")
 def test_a_closed_read_only_log_in_a_read_only_folder_can_still_be_read(tmp_path: Path) -> None:
-    folder = tmp_path / "logs"
-    folder.mkdir()
-    path = folder / "logs.db"
-    _fill(path)
+    """No ``-wal`` or ``-shm`` file next to it and none can be made (as root: ``nobody``)."""
+    scenario = """
+    path = FOLDER / "logs.db"
+    fill(path)
     with sqlite3.connect(path) as db:
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     for name in (Path(f"{path}-wal"), Path(f"{path}-shm")):
         name.unlink(missing_ok=True)  # as the last writer leaves it when it closes
-    path.chmod(0o400)
-    folder.chmod(0o500)  # no -shm index can be made next to it
+    read_only(path)  # the folder too: no -shm index can be made next to it
     try:
         with open_log(path) as log:
-            assert [c.text for c in log.calls()] == ["Seven", "Paris", "Rayleigh scattering"]
+            texts = [c.text for c in log.calls()]
     finally:
-        folder.chmod(0o700)
-        path.chmod(0o600)
+        writable(path)
+    done(texts)
+    """
+    texts = as_a_user(_FILL + textwrap.dedent(scenario), tmp_path)
+    assert texts == ["Seven", "Paris", "Rayleigh scattering"]
 
 
 def test_a_busy_log_can_still_be_read(tmp_path: Path) -> None:

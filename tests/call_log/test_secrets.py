@@ -3,13 +3,21 @@ also inside error messages and answers that echo them. A canary grep of the file
 
 from __future__ import annotations
 
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import ollama_support as oll
-from support.log_support import file_bytes, logged
+from support.log_support import file_bytes, logged, logging_client
 
 import ollm_lite
+from ollm_lite import FinishEvent, ToolCall, ToolCallEvent
 
 KEY = "sk-canary-KEY-7f3a9c1e5b"
 HEADER = "hdr-canary-VALUE-2d8e4f"
@@ -72,3 +80,126 @@ def test_an_error_echoing_the_key_is_stored_masked(tmp_path: Path) -> None:
     [call] = logged(path)
     assert call.error_code is not None
     assert KEY.encode() not in file_bytes(path)
+
+
+SERVER_ENV = "mcp-code-ENV-5e1b7c"
+SERVER_HEADER = "mcp-code-HEADER-3f9a0d"
+CALL_HEADER = "conn-canary-HEADER-6d2b8e"
+
+#: A stdio MCP server whose one tool, ``whoami``, answers with its ``TOKEN`` variable.
+ECHO_ENV = r"""
+import json, os, sys
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, rid = msg.get("method"), msg.get("id")
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": rid, "result": {
+            "protocolVersion": msg["params"]["protocolVersion"],
+            "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}})
+    elif method == "tools/list":
+        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
+            {"name": "whoami", "inputSchema": {"type": "object"}}]}})
+    elif method == "tools/call":
+        text = "token " + os.environ["TOKEN"]
+        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
+    elif rid is not None:
+        send({"jsonrpc": "2.0", "id": rid, "result": {}})
+"""
+
+
+@contextmanager
+def _echo_headers_server() -> Iterator[str]:
+    """A loopback MCP endpoint (streamable HTTP, JSON answers) whose one tool, ``whoami``,
+    answers with the ``X-Token`` header it was sent."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            self._answer(405, None)
+
+        def do_DELETE(self) -> None:
+            self._answer(405, None)
+
+        def do_POST(self) -> None:
+            msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if "id" not in msg:
+                return self._answer(202, None)
+            result: dict[str, Any] = {}
+            if msg["method"] == "initialize":
+                result = {
+                    "protocolVersion": msg["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "web", "version": "1"},
+                }
+            elif msg["method"] == "tools/list":
+                result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
+            elif msg["method"] == "tools/call":
+                said = f"token {self.headers.get('X-Token')}"
+                result = {"content": [{"type": "text", "text": said}]}
+            self._answer(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
+
+        def _answer(self, code: int, obj: Any) -> None:
+            raw = b"" if obj is None else json.dumps(obj).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)
+
+
+@contextmanager
+def _server(kind: str) -> Iterator[tuple[ollm_lite.McpServer, str]]:
+    """An MCP server built in code (not configured) whose ``whoami`` tool echoes its secret."""
+    if kind == "stdio":
+        command = [sys.executable, "-c", ECHO_ENV]
+        with ollm_lite.McpServer.stdio(command, env={"TOKEN": SERVER_ENV}) as server:
+            yield server, SERVER_ENV
+    else:
+        with _echo_headers_server() as url:
+            with ollm_lite.McpServer.http(url, headers={"X-Token": SERVER_HEADER}) as server:
+                yield server, SERVER_HEADER
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_secrets_of_an_mcp_server_built_in_code_reach_neither_file(
+    kind: str, tmp_path: Path
+) -> None:
+    """``run(..., tools=server.tools())`` with a server given ``env=``/``headers=`` in code,
+    whose tool echoes the value, and a client given ``headers=``: the tool result, the next
+    turn's request, the answer and the prompt quoting them are all stored masked."""
+    path = tmp_path / "logs.db"
+    with _server(kind) as (server, secret):
+        call = ToolCall.from_arguments("c1", "whoami", {})
+        llm, _ = logging_client(
+            path,
+            [ToolCallEvent(call), FinishEvent("tool")],
+            f"The token is {secret}, sent with {CALL_HEADER}.",
+            headers={"X-Trace": CALL_HEADER},
+        )
+        reply = llm.run(f"who am I? ({secret}, {CALL_HEADER})", tools=server.tools())
+        llm.close()
+    assert reply.tool_results[0].ok and secret in str(reply.tool_results[0].data)
+    assert secret in reply.text  # the caller gets everything unchanged
+    [logged_call] = logged(path)
+    data = file_bytes(path)
+    for canary in (secret, CALL_HEADER):
+        assert canary.encode() not in data, canary
+    assert "***" in logged_call.text and "***" in str(logged_call.tool_results[0].data)
+    assert logged_call.messages[-1]["content"] == "who am I? (***, ***)"
