@@ -7,7 +7,8 @@
     ollm-lite models list | show NAME | pull NAME | rm NAME   [--json]
     ollm-lite health [--all] [--json]
     ollm-lite config show [--json] | validate
-    ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl | make PROMPTS -o INPUT.jsonl  (_batch_cli)
+    ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl | make PROMPTS -o INPUT.jsonl  (_batch)
+    ollm-lite logs [list] | show ID | stats | prune | path | on | off  (_logs)
 
 Global flags (before or after the subcommand): ``--provider``, ``--host``, ``--api-key``,
 ``--model``, ``--config``, ``--timeout``, ``--debug``.
