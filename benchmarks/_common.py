@@ -47,6 +47,7 @@ class Settings:
         import_runs: Fresh interpreters per module for import time.
         answer_mb: Size of the answer in the memory benchmark.
         import_only: Import-time rows to measure (empty: all of them).
+        process_runs: Pairs of whole-process runs for the import target.
     """
 
     chunks: int = 20_000
@@ -56,11 +57,20 @@ class Settings:
     import_runs: int = 7
     answer_mb: int = 50
     import_only: tuple[str, ...] = ()
+    process_runs: int = 15
 
     @classmethod
     def quick(cls) -> Settings:
         """A short run (seconds): the same code paths with small sizes."""
-        return cls(chunks=2_000, runs=5, fragments=500, samples=20, import_runs=3, answer_mb=10)
+        return cls(
+            chunks=2_000,
+            runs=5,
+            fragments=500,
+            samples=20,
+            import_runs=3,
+            answer_mb=10,
+            process_runs=5,
+        )
 
     @classmethod
     def tiny(cls) -> Settings:
@@ -72,6 +82,7 @@ class Settings:
             samples=2,
             import_runs=1,
             answer_mb=1,
+            process_runs=1,
             import_only=("requests", "ollm_lite"),
         )
 

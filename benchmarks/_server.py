@@ -16,8 +16,8 @@ workload without special parameters::
 
 Bodies are built once per workload and cached, so the server costs a ``sendall`` per HTTP
 chunk. Connections are kept alive (HTTP/1.1, chunked bodies). It runs on the tests' loopback
-server (``tests/transport_support.py``), in a child process (:class:`ServerProcess`) so that it
-never competes with the measured client for the GIL.
+server (``tests/support/transport_support.py``), in a child process (:class:`ServerProcess`)
+so that it never competes with the measured client for the GIL.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT / "tests") not in sys.path:  # the one loopback server lives with the tests
     sys.path.insert(0, str(_ROOT / "tests"))
 
-from transport_support import (  # noqa: E402
+from support.transport_support import (  # noqa: E402
     ChildServer,
     LoopbackServer,
     Request,

@@ -115,7 +115,7 @@ def cache(report: Report, settings: Settings) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from transport_support import LoopbackServer
+    from support.transport_support import LoopbackServer
 
     def slow(conn: Any, req: Any) -> None:
         time.sleep(0.05)

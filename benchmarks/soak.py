@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from faults.soak_driver import run_soak  # noqa: E402
+from support.soak_driver import run_soak  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

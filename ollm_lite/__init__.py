@@ -93,8 +93,8 @@ _EXPORTS: dict[str, str] = {
     "ChatClient": "chat",
     # the script API
     "Client": "client",
-    "Reply": "_reply",
-    "Session": "_session",
+    "Reply": "client._run_call",
+    "Session": "client._session",
     "ask": "client",
     "connect": "client",
     "load_session": "client",
@@ -137,12 +137,6 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
-    from ._reply import (
-        Reply as Reply,
-    )
-    from ._session import (
-        Session as Session,
-    )
     from .batch import (
         BatchSummary as BatchSummary,
         run_batch as run_batch,
@@ -164,6 +158,12 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         connect as connect,
         load_session as load_session,
         stream as stream,
+    )
+    from .client._run_call import (
+        Reply as Reply,
+    )
+    from .client._session import (
+        Session as Session,
     )
     from .config import (
         Config as Config,

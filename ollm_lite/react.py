@@ -31,9 +31,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ._values import value
 from .types import ToolCall, ToolResult, ToolSchema
 
 __all__ = ["STOP_SEQUENCES", "ReActStep", "ReActToolHandler"]
@@ -55,7 +55,7 @@ _NO_ACTION = {"none", "n/a", "na", "null", "no", "nothing"}
 _PREVIEW = 200
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class ReActStep:
     """What one model reply says, as parsed by :meth:`ReActToolHandler.parse`."""
 

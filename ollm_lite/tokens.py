@@ -23,10 +23,10 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
-from ._linked_event import past_deadline
-from ._values import value
+from ._cancel_link import past_deadline
 from .errors import ConfigError
 from .providers.base import ProviderAdapter, approx_token_count, call_with_cancel
 from .types import ProviderRequest
@@ -48,7 +48,7 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class TokenCheck:
     """A request's size against its model's context window."""
 
@@ -75,7 +75,7 @@ class TokenCheck:
         return self.tokens > self.limit
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class FittedLines:
     """What :meth:`TokenCounter.last_lines_that_fit` kept."""
 

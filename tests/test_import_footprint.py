@@ -14,14 +14,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-import ollama_support as oll
+from support import ollama_support as oll
 
 TESTS = Path(__file__).parent
 
 #: Modules a chat with a local Ollama server does not need, by what they are for.
 NOT_FOR_A_CHAT = {
-    "the command line": ["ollm_lite.cli", "ollm_lite.__main__", "ollm_lite._chat_cli"],
-    "the script API": ["ollm_lite.client", "ollm_lite._session", "ollm_lite._reply"],
+    "the command line": ["ollm_lite.cli", "ollm_lite.__main__", "ollm_lite.cli._chat"],
+    "the script API": [
+        "ollm_lite.client",
+        "ollm_lite.client._session",
+        "ollm_lite.client._run_call",
+    ],
     "MCP": ["ollm_lite.mcp"],
     "batches and fleets": ["ollm_lite.batch", "ollm_lite.fleet"],
     "other providers": [
@@ -32,17 +36,14 @@ NOT_FOR_A_CHAT = {
     ],
     "defining tools": [
         "ollm_lite.tools",
-        "ollm_lite._schema",
-        "ollm_lite._docstrings",
-        "ollm_lite._validation",
-        "ollm_lite._tool_calls",
-        "ollm_lite._tool_batch",
+        "ollm_lite.tools._schema",
+        "ollm_lite.tools._docstrings",
+        "ollm_lite.tools._validation",
+        "ollm_lite.tools._calls",
+        "ollm_lite.chat._parallel_tools",
     ],
     "the ReAct fallback": ["ollm_lite.react"],
     "reading a config file": ["tomllib"],
-    # @value classes are dataclasses without importing dataclasses (which imports inspect and
-    # ast); a plain @dataclass on this path would cost every script several milliseconds.
-    "dataclasses": ["dataclasses", "inspect", "ast"],
 }
 
 

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .._linked_event import LinkedEvent
+from .._cancel_link import LinkedEvent
 from ..call_log._batch import batch_provider
 from ._format import BatchFileError
 from ._make import make_input

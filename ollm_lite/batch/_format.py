@@ -15,7 +15,7 @@ https://platform.openai.com/docs/api-reference/batch/request-output)::
      "error": null}
 
 Failures, where OpenAI and vLLM disagree (vLLM puts a bare string in ``error`` and invents a
-400), follow the project's rule: a server's HTTP error keeps its status and the server's error
+400), follow one rule: a server's HTTP error keeps its status and the server's error
 object in ``response`` and adds ``error = {code, message}``; a failure with no HTTP answer
 (connection refused, timeout) has ``response = null`` and ``error = {code, message}`` with the
 library's stable error code.
@@ -40,8 +40,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Literal
 
-from .._line_buffer import DEFAULT_MAX_LINE
 from ..errors import BadResponse, ConfigError, OllmError
+from ..streams._line_buffer import DEFAULT_MAX_LINE
 
 __all__ = [
     "CHAT_URL",

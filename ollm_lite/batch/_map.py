@@ -14,14 +14,12 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from .._linked_event import LinkedEvent
-from .._options import check_names
-from .._outcome import raise_for
-from .._prepare import CallInputs
-from .._reply import Reply
-from .._run_call import call_reply
-from .._typed import answer_spec
+from .._cancel_link import LinkedEvent
 from ..call_log._hooks import logged
+from ..client._options import check_names
+from ..client._prepare import CallInputs
+from ..client._run_call import Reply, call_reply, raise_for
+from ..client._typed import answer_spec
 from ..errors import OllmError
 from ._runner import concurrency_for
 

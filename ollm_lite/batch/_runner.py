@@ -24,9 +24,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._linked_event import LinkedEvent
-from .._options import resolve
+from .._cancel_link import LinkedEvent
 from ..call_log._batch import chat_line
+from ..client._options import resolve
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ._format import BatchFileError, error_line, parse_input, raise_problems, success_line

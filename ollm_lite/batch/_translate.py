@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .._options import ResolvedOptions
+from ..chat._call_settings import CallSettings
 from ..errors import ConfigError, OllmError
 from ..providers._openai_wire import message_from_openai
 from ..types import (
@@ -46,7 +46,19 @@ __all__ = [
 
 #: Keys with no meaning for one blocking answer, dropped rather than sent.
 _DROPPED = frozenset({"stream", "stream_options", "n", "user", "metadata", "store"})
-_FLOAT_OPTIONS = ("temperature", "top_p", "presence_penalty", "frequency_penalty")
+#: Chat Completions keys of a generation option named otherwise, the first found wins (OpenAI's
+#: newer ``max_completion_tokens``; vLLM's ``repetition_penalty``). Every other number option
+#: is read under its ``GenerationOptions`` field name.
+_KEYS: dict[str, tuple[str, ...]] = {
+    "max_tokens": ("max_completion_tokens", "max_tokens"),
+    "repeat_penalty": ("repeat_penalty", "repetition_penalty"),
+}
+#: The number options: name → (body keys, int or float).
+_NUMBERS: dict[str, tuple[tuple[str, ...], type]] = {
+    f.name: (_KEYS.get(f.name, (f.name,)), int if str(f.type).startswith("int") else float)
+    for f in fields(GenerationOptions)
+    if f.name not in ("stop", "extra_body")
+}
 
 
 class BodyProblem(ValueError):
@@ -76,7 +88,7 @@ Job = ChatJob | EmbedJob
 
 
 def job_for(
-    item: BatchInput, default_model: str | None, defaults: ResolvedOptions | None = None
+    item: BatchInput, default_model: str | None, defaults: CallSettings | None = None
 ) -> Job:
     """The provider call for one input line, over the client's ``defaults`` (see
     :func:`with_defaults`).
@@ -105,7 +117,7 @@ _THINK_KEYS = ("think", "reasoning_effort", "reasoning")
 
 
 def with_defaults(
-    request: ProviderRequest, body: dict[str, Any], defaults: ResolvedOptions
+    request: ProviderRequest, body: dict[str, Any], defaults: CallSettings
 ) -> ProviderRequest:
     """``request`` with the client's options wherever the line's ``body`` does not set the
     same thing: the body is the request (OpenAI's batch format), the client fills the gaps.
@@ -132,7 +144,7 @@ def with_defaults(
     options = replace(own, **filled, extra_body={**extra, **own.extra_body})
     tool_choice = request.tool_choice
     if body.get("tool_choice") is None and defaults.tool_choice != "auto":
-        from .._prepare import check_tool_choice
+        from ..client._prepare import check_tool_choice
 
         try:
             check_tool_choice(defaults.tool_choice, None, tuple(request.tools or ()))
@@ -209,14 +221,8 @@ _KNOWN = frozenset(
         "tools",
         "tool_choice",
         "response_format",
-        "max_tokens",
-        "max_completion_tokens",
-        "top_k",
-        "seed",
         "stop",
-        "repeat_penalty",
-        "repetition_penalty",
-        *_FLOAT_OPTIONS,
+        *(key for keys, _ in _NUMBERS.values() for key in keys),
     }
 )
 
@@ -282,22 +288,14 @@ def _options(body: dict[str, Any], extra: dict[str, Any]) -> GenerationOptions:
         isinstance(stop, list) and all(isinstance(s, str) for s in stop)
     ):
         raise BodyProblem("body.stop must be a string or a list of strings")
-    max_tokens = _number(body, "max_completion_tokens", int)
-    if max_tokens is None:
-        max_tokens = _number(body, "max_tokens", int)
-    repeat = _number(body, "repeat_penalty", float)
-    if repeat is None:
-        repeat = _number(body, "repetition_penalty", float)
-    floats = {key: _number(body, key, float) for key in _FLOAT_OPTIONS}
-    return GenerationOptions(
-        max_tokens=max_tokens,
-        top_k=_number(body, "top_k", int),
-        seed=_number(body, "seed", int),
-        stop=stop,
-        repeat_penalty=repeat,
-        extra_body=extra,
-        **floats,
-    )
+    numbers = {}
+    for name, (keys, kind) in _NUMBERS.items():
+        for key in keys:
+            value = _number(body, key, kind)
+            if value is not None:
+                numbers[name] = value
+                break
+    return GenerationOptions(stop=stop, extra_body=extra, **numbers)
 
 
 def _response_format(value: Any) -> Any:

@@ -12,7 +12,7 @@ import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .._reply import Reply
+from ..client._run_call import Reply
 from ..errors import Cancelled, OllmError
 from ..types import ChatResult, ProviderRequest
 from ._cache import cache_key, lookup

@@ -15,14 +15,13 @@ import json
 import logging
 import sqlite3
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..types import FinishEvent, ProviderEvent, TextEvent, ThinkingEvent, ToolCallEvent
 from ._records import tool_call_from_dict
 from ._schema import NewerSchema
 
 if TYPE_CHECKING:
-    from ._recorder import CallLogger
     from ._writer import LogFile
 
 __all__ = ["cache_key", "cached_events", "lookup"]
@@ -30,7 +29,17 @@ __all__ = ["cache_key", "cached_events", "lookup"]
 logger = logging.getLogger("ollm_lite.call_log")
 
 
-def cache_key(log: CallLogger, request: dict[str, Any]) -> str:
+class Connection(Protocol):
+    """What a cache key reads of a call logger: the connection its calls go to."""
+
+    @property
+    def provider_name(self) -> str: ...
+
+    @property
+    def hosts(self) -> list[str]: ...
+
+
+def cache_key(log: Connection, request: dict[str, Any]) -> str:
     """The identity of a model turn's request on this connection."""
     identity = {"provider": log.provider_name, "hosts": log.hosts, "request": request}
     text = json.dumps(identity, sort_keys=True, ensure_ascii=False, default=str)

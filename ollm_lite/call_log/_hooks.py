@@ -1,23 +1,21 @@
 """Where the rest of the library reaches the call log: a few small functions.
 
 ``connect`` asks :func:`client_logger` for the client's logger (``None``: not logging); each
-call is marked with :func:`logged` when it starts, and :func:`finish` / :func:`watch` record it
-when it ends. With the log off each is a check of one attribute: nothing else is imported.
+call is marked with :func:`logged` when it starts (the call's end reaches the recorder it
+carries: ``ollm_lite.client._run_call`` hands it the reply or the events). With the log off
+each is a check of one attribute: nothing else is imported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .._prepare import Call
-    from .._reply import Reply
-    from ..types import ChatEvent
+    from ..client._prepare import Call
     from ._recorder import CallLogger
 
-__all__ = ["client_logger", "finish", "logged", "watch"]
+__all__ = ["client_logger", "logged"]
 
 
 def client_logger(log: Any, cache: Any, config: Any, provider: Any) -> CallLogger | None:
@@ -56,16 +54,3 @@ def logged(client: Any, call: Call, source: str, session_id: str | None = None) 
         return call
     recorder = logger.begin(source, call, session_id=session_id)
     return replace(call, settings=replace(call.settings, recorder=recorder))
-
-
-def finish(call: Call, reply: Reply) -> None:
-    """Record ``call`` (when it is logged) with how it ended."""
-    recorder = call.settings.recorder
-    if recorder is not None:
-        recorder.finish(reply)
-
-
-def watch(call: Call, events: Generator[ChatEvent, None, None]) -> Generator[ChatEvent, None, None]:
-    """``events``, recorded when they end or are closed (when ``call`` is logged)."""
-    recorder = call.settings.recorder
-    return events if recorder is None else recorder.watch(events)

@@ -24,9 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .._fold import EventFold
-from .._outcome import reply_of
-from .._reply import Reply
+from ..client._run_call import Reply, reply_of
 from ..http.secrets import Redactor
 from ..types import (
     ErrorEvent,
@@ -38,12 +36,13 @@ from ..types import (
     ThinkingEvent,
     ToolCallEvent,
 )
+from ..types._event_fold import EventFold
 from ._cache import cache_key, cached_events, lookup
 from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
 from ._writer import MAX_BUSY, LogFile
 
 if TYPE_CHECKING:
-    from .._prepare import Call
+    from ..client._prepare import Call
     from ..providers.base import ProviderAdapter
     from ..types import ChatEvent
 

@@ -11,10 +11,10 @@ import base64
 import binascii
 import hashlib
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .._values import field, value
 from ..types import ErrorInfo, ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
 
 __all__ = [
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-@value(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LoggedCall:
     """One call as the log keeps it.
 
@@ -90,7 +90,7 @@ class LoggedCall:
     turns: list[dict[str, Any]] = field(default_factory=list)
 
 
-@value(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CallStats:
     """Figures for one group of calls (``log.stats(by=...)``).
 

@@ -9,11 +9,11 @@ it cancelled, is its deadline past). Failures the retry policy may try again com
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import requests
 import urllib3
 
-from .._values import value
 from ..errors import (
     BadResponse,
     Cancelled,
@@ -28,7 +28,7 @@ from .policy import Retryable, Timeouts, past
 __all__ = ["Failures", "Origin", "cancelled", "is_reset"]
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Origin:
     """Who a request went to, for messages.
 
@@ -58,7 +58,7 @@ def cancelled(origin: Origin, model: str | None) -> Cancelled:
     return Cancelled("the request was cancelled", provider=origin.provider, model=model)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Failures:
     """The errors of one request: what its send or its body read failing means.
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from .._values import field, value
 from ..errors import ConfigError, OllmError, RateLimited
 from .errors import parse_retry_after
 
@@ -24,7 +24,7 @@ DRAIN_WAIT_S = 0.02
 DRAIN_MAX = 64 * 1024
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class Timeouts:
     """Time limits of one request, in seconds.
 
@@ -53,7 +53,7 @@ class Timeouts:
         return cls(connect=min(base.connect, value), idle=value, total=base.total)
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """When and how long to wait before trying a request again.
 

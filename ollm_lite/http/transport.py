@@ -21,8 +21,8 @@ streamed ones. Around every request it adds:
 * secrets (:mod:`ollm_lite.http.secrets`): API keys, URL user-info and the value of every header
   the caller supplies (to the transport, or per request) are masked in every error and log
   record; a redirect to another host carries none of those headers and no authentication
-  (:class:`~ollm_lite.http.urllib3_hooks.Session`). Credentials in the base URL become basic
-  auth (``requests``' own).
+  (:class:`~ollm_lite.http.urllib3_hooks.RedirectSafeSession`). Credentials in the base URL
+  become basic auth (``requests``' own).
 
 No ``requests``, ``urllib3`` or ``json`` exception escapes: everything becomes an
 :class:`~ollm_lite.errors.OllmError`. ``KeyboardInterrupt`` passes through untouched.
@@ -40,7 +40,7 @@ import requests
 from requests.auth import HTTPBasicAuth
 
 from .. import __version__
-from .._linked_event import deadline_of
+from .._cancel_link import deadline_of
 from ..errors import BadResponse, RequestTimeout
 from .cancel import Watchdog
 from .failures import Origin, cancelled
@@ -48,7 +48,7 @@ from .policy import Retryable, RetryPolicy, Timeouts
 from .response import StreamResponse
 from .secrets import Redactor, basic_token, check_sendable
 from .send import Request, Sender, logger
-from .urllib3_hooks import Adapter, Session
+from .urllib3_hooks import Adapter, RedirectSafeSession
 from .urls import split_userinfo
 
 __all__ = ["RequestOptions", "Transport"]
@@ -111,7 +111,7 @@ class Transport:
         self.redact = Redactor(secrets)
         self._watchdog = Watchdog()
         self._sender = Sender(self._origin, self._watchdog, model_hint, auth_hint)
-        self._session: Session | None = None
+        self._session: RedirectSafeSession | None = None
         self._session_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -123,7 +123,7 @@ class Transport:
         if self._session is None:
             with self._session_lock:
                 if self._session is None:
-                    session = Session()
+                    session = RedirectSafeSession()
                     adapter = Adapter()
                     session.mount("http://", adapter)
                     session.mount("https://", adapter)

@@ -39,7 +39,7 @@ from .urls import leaves_origin
 __all__ = [
     "REQUIRED",
     "Adapter",
-    "Session",
+    "RedirectSafeSession",
     "body_chunks",
     "missing_internals",
     "response_socket",
@@ -245,7 +245,7 @@ def _close_pool(pool: Any) -> None:
         pool.close()
 
 
-class Session(requests.Session):
+class RedirectSafeSession(requests.Session):
     """A session whose redirects to another host carry no header the caller supplied.
 
     ``requests`` drops only ``Authorization`` there; this session keeps nothing but

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from .._values import value
 from ..errors import ConfigError
 
 __all__ = [
@@ -40,7 +40,7 @@ class URLProblem(ValueError):
         self.reason = reason
 
 
-@value
+@dataclass(frozen=True, slots=True)
 class BaseURL:
     """A valid base URL, split.
 

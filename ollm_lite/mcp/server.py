@@ -34,7 +34,7 @@ from ..types import ErrorInfo, ToolResult, ToolSchema
 from .content import tool_result
 from .http import HttpTransport
 from .jsonrpc import MAX_MESSAGE_BYTES
-from .session import McpSession, ProgressCallback, Transport
+from .session import McpSession, McpTransport, ProgressCallback
 from .stdio import StdioTransport
 
 __all__ = ["McpServer", "McpToolSchema", "mcp_tools"]
@@ -59,7 +59,7 @@ class McpServer:
 
     def __init__(
         self,
-        transport: Transport,
+        transport: McpTransport,
         *,
         name: str | None,
         timeout: float,

@@ -92,7 +92,7 @@ _LOG_LEVELS = {
 }
 
 
-class Transport(Protocol):
+class McpTransport(Protocol):
     """What the session needs from stdio or streamable HTTP."""
 
     describe: str
@@ -123,7 +123,7 @@ class _Pending:
 class McpSession:
     """Requests and notifications over one transport (thread-safe)."""
 
-    def __init__(self, transport: Transport, *, label: str) -> None:
+    def __init__(self, transport: McpTransport, *, label: str) -> None:
         self.transport = transport
         self.label = label
         redact = getattr(transport, "redact", None)

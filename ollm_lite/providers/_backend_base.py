@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._values import value
 from ..errors import BadResponse, HTTPStatusError, OllmError
 
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backend",
-    "Ask",
+    "Question",
     "is_no_route",
     "listed_context",
     "positive_int",
@@ -36,8 +36,8 @@ _NO_ROUTE = frozenset({404, 405, 501})
 T = TypeVar("T")
 
 
-@value
-class Ask:
+@dataclass(frozen=True, slots=True)
+class Question:
     """One question of a provider to its backend: the provider, and the caller's cancel event
     (every request made for the answer obeys it)."""
 
@@ -95,7 +95,7 @@ def request_text(request: ProviderRequest) -> str:
     return "\n".join(pieces)
 
 
-def token_count(ask: Ask, answer: Any, key: str, path: str) -> int:
+def token_count(ask: Question, answer: Any, key: str, path: str) -> int:
     """The count under ``key`` of a tokenizer's answer (a list of tokens counts its length).
 
     Raises:
@@ -109,7 +109,7 @@ def token_count(ask: Ask, answer: Any, key: str, path: str) -> int:
     raise BadResponse(f"{ask.where}: {path} answered without a token count", provider=ask.host.name)
 
 
-def listed_context(ask: Ask, model: str) -> int | None:
+def listed_context(ask: Question, model: str) -> int | None:
     """``/v1/models``' window for ``model`` (a LoRA adapter inherits its parent's)."""
     models = {m.name: m for m in ask.list_models()}
     info = models.get(model)
@@ -123,7 +123,7 @@ def listed_context(ask: Ask, model: str) -> int | None:
     return info.context_length
 
 
-@value(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Backend:
     """What one OpenAI-compatible server needs from a client: its facts and its strategies.
 
@@ -192,13 +192,13 @@ class Backend:
             name: f"Bearer {api_key}" if bearer else api_key for name, bearer in self.auth_headers
         }
 
-    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
+    def count_tokens(self, ask: Question, request: ProviderRequest) -> int:
         """Tokens ``request`` uses (the default: ceil(characters / 4))."""
         from .base import approx_token_count
 
         return approx_token_count(request)
 
-    def context_length(self, ask: Ask, model: str) -> int | None:
+    def context_length(self, ask: Question, model: str) -> int | None:
         """The window the server runs ``model`` with (the default: the server does not say).
 
         Raises:
@@ -206,7 +206,7 @@ class Backend:
         """
         return None
 
-    def model_capabilities(self, ask: Ask, model: str) -> ProviderCapabilities:
+    def model_capabilities(self, ask: Question, model: str) -> ProviderCapabilities:
         """What ``model`` can do where the server says (the default: the provider's).
 
         Raises:
@@ -214,7 +214,7 @@ class Backend:
         """
         return ask.host.capabilities
 
-    def parallel_slots(self, ask: Ask) -> int | None:
+    def parallel_slots(self, ask: Question) -> int | None:
         """Requests the server runs at once (the default: the server does not say).
 
         Raises:
@@ -222,5 +222,5 @@ class Backend:
         """
         return None
 
-    def annotate_models(self, ask: Ask, models: list[ModelInfo]) -> None:
+    def annotate_models(self, ask: Question, models: list[ModelInfo]) -> None:
         """Complete ``/v1/models`` entries with what the server tells elsewhere."""

@@ -150,7 +150,7 @@ class HTTPProvider(BaseProvider):
 
     def _fail_fast(self) -> None:
         """Retry nothing from now on: a fleet member, whose failures the fleet routes (see
-        :func:`ollm_lite._connect.fleet_member`; only for a provider the library built)."""
+        :func:`ollm_lite.config._connect.fleet_member`; only for a provider the library built)."""
         self._retry = RetryPolicy(retries=0)
         self._transport.retry = self._retry
 

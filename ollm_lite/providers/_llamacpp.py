@@ -11,13 +11,13 @@ Sources: llama.cpp ``tools/server/README.md``; llama-cpp-python ``llama_cpp/serv
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .._values import replace, value
 from ..errors import OllmError
 from ._backend_base import (
-    Ask,
     Backend,
+    Question,
     is_no_route,
     listed_context,
     positive_int,
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 _INPUT_TOKENS = "/v1/chat/completions/input_tokens"
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class LlamaCppServer:
     """A server of the llama.cpp family that is neither of the two below: no tokenizer route
     and no ``/props`` (found once per provider; the subclasses are the two known servers)."""
@@ -48,7 +48,7 @@ class LlamaCppServer:
         settings = (self.props or {}).get("default_generation_settings")
         return positive_int(settings.get("n_ctx")) if isinstance(settings, dict) else None
 
-    def count(self, ask: Ask, request: ProviderRequest, backend: Backend) -> int:
+    def count(self, ask: Question, request: ProviderRequest, backend: Backend) -> int:
         """Tokens of ``request`` by the server's own tokenizer.
 
         Raises:
@@ -59,17 +59,17 @@ class LlamaCppServer:
         )
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class LlamaCppPython(LlamaCppServer):
     """llama-cpp-python's server: ``POST /extras/tokenize/count`` over the text."""
 
-    def count(self, ask: Ask, request: ProviderRequest, backend: Backend) -> int:
+    def count(self, ask: Question, request: ProviderRequest, backend: Backend) -> int:
         path = "/extras/tokenize/count"
         answer = ask.json("POST", path, body={"input": request_text(request)})
         return token_count(ask, answer, "count", path)
 
 
-@value(frozen=False)
+@dataclass(slots=True)
 class LlamaCppNative(LlamaCppServer):
     """llama.cpp's ``llama-server``: the whole templated prompt counted by
     ``/v1/chat/completions/input_tokens``, else ``/tokenize`` over the text (older builds)."""
@@ -77,7 +77,7 @@ class LlamaCppNative(LlamaCppServer):
     input_tokens: bool | None = None
     """Whether ``/v1/chat/completions/input_tokens`` exists (``None``: not tried yet)."""
 
-    def count(self, ask: Ask, request: ProviderRequest, backend: Backend) -> int:
+    def count(self, ask: Question, request: ProviderRequest, backend: Backend) -> int:
         if self.input_tokens is not False:
             from ._openai_wire import chat_body
 
@@ -102,7 +102,7 @@ class LlamaCpp(Backend):
     __slots__ = ()
     token_counting = True
 
-    def server(self, ask: Ask) -> LlamaCppServer:
+    def server(self, ask: Question) -> LlamaCppServer:
         """Which llama.cpp server answers, found once per provider.
 
         A server that is still loading (503) or unreachable is not remembered: the error
@@ -110,7 +110,7 @@ class LlamaCpp(Backend):
         """
         return ask.once("llamacpp.server", lambda: self._discover(ask))
 
-    def _discover(self, ask: Ask) -> LlamaCppServer:
+    def _discover(self, ask: Question) -> LlamaCppServer:
         try:
             props = ask.json("GET", "/props")
         except OllmError as exc:
@@ -130,14 +130,14 @@ class LlamaCpp(Backend):
         ask.host.capabilities = replace(ask.host.capabilities, token_counting=False)
         return LlamaCppServer()
 
-    def _window(self, ask: Ask) -> int | None:
+    def _window(self, ask: Question) -> int | None:
         try:
             return self.server(ask).window()
         except OllmError as exc:
             logger.debug("%s: llama.cpp discovery failed (%s)", ask.where, exc.code)
             return None
 
-    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
+    def count_tokens(self, ask: Question, request: ProviderRequest) -> int:
         """The native server counts the whole templated prompt (``input_tokens``, else
         ``/tokenize`` over the text); llama-cpp-python uses ``/extras/tokenize/count``.
 
@@ -146,14 +146,14 @@ class LlamaCpp(Backend):
         """
         return self.server(ask).count(ask, request, self)
 
-    def context_length(self, ask: Ask, model: str) -> int | None:
+    def context_length(self, ask: Question, model: str) -> int | None:
         """The native server's running window from ``/props`` (not the trained maximum);
         llama-cpp-python's ``/v1/models`` ``meta.n_ctx`` where present."""
         found = self.server(ask)  # a failure propagates: nothing is remembered
         window = found.window()
         return window if window is not None else listed_context(ask, model)
 
-    def model_capabilities(self, ask: Ask, model: str) -> ProviderCapabilities:
+    def model_capabilities(self, ask: Question, model: str) -> ProviderCapabilities:
         """The chat template's tool support and the vision modality from ``/props``."""
         props = self.server(ask).props or {}
         base = ask.host.capabilities  # discovery may have changed it
@@ -167,12 +167,12 @@ class LlamaCpp(Backend):
             vision=vision if isinstance(vision, bool) else base.vision,
         )
 
-    def parallel_slots(self, ask: Ask) -> int | None:
+    def parallel_slots(self, ask: Question) -> int | None:
         """The native server's ``/props`` ``total_slots`` (its ``-np``); discovery failures
         propagate (nothing is remembered)."""
         return positive_int((self.server(ask).props or {}).get("total_slots"))
 
-    def annotate_models(self, ask: Ask, models: list[ModelInfo]) -> None:
+    def annotate_models(self, ask: Question, models: list[ModelInfo]) -> None:
         """The native server's running window as every model's ``context_length``."""
         window = self._window(ask)
         if window is None:

@@ -20,8 +20,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._ndjson import _scan_once
 from ..errors import BadResponse
+from ..streams._ndjson import _scan_once
 from ..types import (
     ChatResult,
     ErrorEvent,

@@ -38,7 +38,7 @@ from ._openai_tool_calls import ToolCallAssembler as ToolCallAssembler, new_call
 from .base import merge_body, system_first
 
 if TYPE_CHECKING:
-    from .backends import Backend
+    from ._backend_base import Backend
 
 __all__ = [
     "choice_zero",

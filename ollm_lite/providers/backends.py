@@ -22,14 +22,14 @@ call it, [LAI] LocalAI's docs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._values import replace
 from ..errors import ConfigError, OllmError
 from ._backend_base import (
     _BEARER,
-    Ask,
     Backend,
+    Question,
     is_no_route,
     listed_context,
     positive_int,
@@ -47,7 +47,7 @@ __all__ = [
     "OPENAI_COMPATIBLE_BACKENDS",
     "OPENAI_COMPATIBLE_PRESETS",
     "Backend",
-    "Ask",
+    "Question",
     "BackendName",
     "Generic",
     "Kobold",
@@ -82,7 +82,7 @@ class LMStudio(Backend):
 
     __slots__ = ()
 
-    def _entry(self, ask: Ask, model: str) -> dict[str, Any] | None:
+    def _entry(self, ask: Question, model: str) -> dict[str, Any] | None:
         answer = ask.json("GET", "/api/v1/models")
         entries = answer.get("models") if isinstance(answer, dict) else None
         for entry in entries or ():
@@ -90,7 +90,7 @@ class LMStudio(Backend):
                 return entry
         return None
 
-    def context_length(self, ask: Ask, model: str) -> int | None:
+    def context_length(self, ask: Question, model: str) -> int | None:
         """The loaded window (LM Studio 0.4+ ``/api/v1/models``, else ``/api/v0/models``)."""
         try:
             entry = self._entry(ask, model)
@@ -106,7 +106,7 @@ class LMStudio(Backend):
                 return int(config["context_length"])
         return None
 
-    def model_capabilities(self, ask: Ask, model: str) -> ProviderCapabilities:
+    def model_capabilities(self, ask: Question, model: str) -> ProviderCapabilities:
         """``capabilities`` of LM Studio 0.4+'s ``/api/v1/models`` entry."""
         caps = (self._entry(ask, model) or {}).get("capabilities")
         base = ask.host.capabilities
@@ -126,13 +126,13 @@ class Kobold(Backend):
     __slots__ = ()
     token_counting = True
 
-    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
+    def count_tokens(self, ask: Question, request: ProviderRequest) -> int:
         """``POST /api/extra/tokencount`` over the request's text."""
         path = "/api/extra/tokencount"
         answer = ask.json("POST", path, body={"prompt": request_text(request)})
         return token_count(ask, answer, "value", path)
 
-    def context_length(self, ask: Ask, model: str) -> int | None:
+    def context_length(self, ask: Question, model: str) -> int | None:
         """``/api/extra/true_max_context_length``."""
         answer = ask.json("GET", "/api/extra/true_max_context_length")
         return positive_int(answer.get("value")) if isinstance(answer, dict) else None
@@ -145,7 +145,7 @@ class Vllm(Backend):
     token_counting = True
     own_provider = True  # VllmProvider
 
-    def count_tokens(self, ask: Ask, request: ProviderRequest) -> int:
+    def count_tokens(self, ask: Question, request: ProviderRequest) -> int:
         """``POST /tokenize`` with the chat messages and tools (the templated prompt)."""
         from ._openai_wire import messages_to_openai, tools_to_openai
 
@@ -158,7 +158,7 @@ class Vllm(Backend):
         answer = ask.json("POST", "/tokenize", body=body, model=request.model)
         return token_count(ask, answer, "count", "/tokenize")
 
-    def context_length(self, ask: Ask, model: str) -> int | None:
+    def context_length(self, ask: Question, model: str) -> int | None:
         """``max_model_len`` of ``/v1/models``."""
         return listed_context(ask, model)
 

@@ -16,9 +16,6 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
-from .._endings import ending_of, result_reason
-from .._fold import EventFold
-from .._signatures import accepts_keyword
 from ..errors import BadResponse, Cancelled, ConfigError, UnsupportedOperation, error_from_code
 from ..streams import DEFAULT_MAX_LINE
 from ..types import (
@@ -35,6 +32,9 @@ from ..types import (
     PullProgress,
     Usage,
 )
+from ..types._event_fold import EventFold
+from ..types._finish_reasons import ending_of, result_reason
+from ._accepts_keyword import accepts_keyword
 
 __all__ = [
     "merge_body",

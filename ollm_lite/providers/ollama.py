@@ -213,8 +213,10 @@ class LocalProvider(HTTPProvider):
     def show_model(self, name: str, *, cancel: threading.Event | None = None) -> ModelInfo:
         """Details of one model (``POST /api/show``, plus ``GET /api/ps`` when loaded).
 
-        ``context_length`` is the window the server will use (see
-        :func:`~ollm_lite.providers._ollama_wire.model_info_from_show`); the result also
+        ``context_length`` is the window the server will really use: the provider's ``num_ctx``
+        when set, else the loaded model's window from ``/api/ps``, else the trained maximum;
+        ``details["context_length_source"]`` says which (``"num_ctx"``, ``"loaded"``,
+        ``"trained"``) and ``details["trained_context_length"]`` keeps the maximum. The result also
         refreshes the :meth:`context_length` and :meth:`model_capabilities` caches.
 
         Raises:

@@ -39,7 +39,7 @@ from ..types import (
     ProviderEvent,
     ProviderRequest,
 )
-from ._backend_base import Ask, is_no_route, request_text
+from ._backend_base import Question, is_no_route, request_text
 from ._http import HTTPProvider, check_positive_int, version_of
 from ._openai_wire import (
     ChatStreamState,
@@ -229,7 +229,7 @@ class OpenAICompatibleProvider(HTTPProvider):
                 no tokenizer on the server (callers such as ``TokenCounter`` then estimate).
             ConnectionFailed, HTTPStatusError, BadResponse: when the tokenizer call fails.
         """
-        return self.backend.count_tokens(Ask(self, cancel or request.cancel), request)
+        return self.backend.count_tokens(Question(self, cancel or request.cancel), request)
 
     def context_length(self, model: str, *, cancel: threading.Event | None = None) -> int | None:
         """The context window the server runs ``model`` with, or ``None`` when it does not say.
@@ -244,7 +244,7 @@ class OpenAICompatibleProvider(HTTPProvider):
             return self._context_cache[model]
 
         def asked() -> int | None:
-            value = self.backend.context_length(Ask(self, cancel), model)
+            value = self.backend.context_length(Question(self, cancel), model)
             with self._lock:
                 self._context_cache[model] = value
             return value
@@ -259,7 +259,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         llama.cpp native: the chat template's tool support and the vision modality from
         ``/props``; LM Studio 0.4+: ``capabilities`` of ``/api/v1/models``. Never raises.
         """
-        ask = Ask(self, cancel)
+        ask = Question(self, cancel)
         return self._quietly(
             "capabilities",
             model,
@@ -297,7 +297,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         if not isinstance(data, list):
             raise self._bad_response("/v1/models answer has no 'data' list")
         models = [model_info_from_openai(entry) for entry in data]
-        self.backend.annotate_models(Ask(self, cancel), models)
+        self.backend.annotate_models(Question(self, cancel), models)
         return models
 
     def show_model(self, name: str, *, cancel: threading.Event | None = None) -> ModelInfo:
@@ -325,7 +325,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         Raises:
             ConnectionFailed: ``CONNECTION_FAILED`` when the server cannot be reached.
         """
-        return self.backend.parallel_slots(Ask(self, cancel))
+        return self.backend.parallel_slots(Question(self, cancel))
 
     # ------------------------------------------------------------------ embeddings
 

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch.batch_support import EchoBackend, chat_line, client_for, write_lines
-from cli.cli_support import assert_one_line_error, run
 from hypothesis import HealthCheck, given, settings, strategies as st
-from transport_support import serve
+from support.batch_support import EchoBackend, chat_line, client_for, write_lines
+from support.cli_support import assert_one_line_error, run
+from support.strategies import json_of
+from support.transport_support import serve
 
 from ollm_lite.batch import BatchFileError, run_batch
 from ollm_lite.batch._runner import load_jobs
@@ -95,14 +96,14 @@ def _replaced(body: dict[str, Any], path: tuple[Any, ...], new: Any) -> dict[str
     return out
 
 
-json_values = st.recursive(
+json_values = json_of(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
     max_leaves=6,
+    dict_size=None,
 )
 
 

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from batch.batch_support import chat_line, read_output, write_lines, write_prompts
-from cli.cli_support import assert_one_line_error, popen, run
-from faults.fault_server import refused_url
-from transport_support import LoopbackServer, Request, respond, serve
+from support.batch_support import chat_line, read_output, write_lines, write_prompts
+from support.cli_support import assert_one_line_error, popen, run
+from support.fault_server import refused_url
+from support.transport_support import LoopbackServer, Request, respond, serve
 
 CHAT = "/v1/chat/completions"
 
@@ -324,7 +324,7 @@ def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> No
     import re
     import shlex
 
-    from cli.cli_support import ROOT
+    from support.cli_support import ROOT
 
     page = (ROOT / "docs" / "batch.md").read_text()
     (shell,) = re.findall(r"```sh\n(.*?)```", page, re.S)
@@ -368,7 +368,7 @@ def test_run_batch_without_a_client_connects_as_the_cli_does(
 
 
 def test_lines_without_a_model_use_the_servers_only_model(tmp_path: Path) -> None:
-    from faults.fault_server import status
+    from support.fault_server import status
 
     route = Held()
     route.keep_alive = True  # type: ignore[attr-defined]

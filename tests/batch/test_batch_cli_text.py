@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from batch.batch_support import chat_line, write_lines, write_prompts
-from cli.cli_support import run
-from faults.fault_server import status
-from transport_support import serve
+from support.batch_support import chat_line, write_lines, write_prompts
+from support.cli_support import run
+from support.fault_server import status
+from support.transport_support import serve
 
 HOSTILE = "\x1b]0;title\x07\x1b[2J"
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from batch.batch_support import chat_line, read_output, write_lines
-from transport_support import Request, respond, serve
+from support.batch_support import chat_line, read_output, write_lines
+from support.transport_support import Request, respond, serve
 
 import ollm_lite
 from ollm_lite.batch import BatchFileError

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from batch.batch_support import (
+from support.batch_support import (
     EchoBackend,
     chat_line,
     client_for,

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from batch.batch_support import EchoBackend, client_for, write_prompts
 from hypothesis import given, settings, strategies as st
+from support.batch_support import EchoBackend, client_for, write_prompts
 
 from ollm_lite.batch import BatchFileError, make_input, run_batch
 from ollm_lite.batch._format import MAX_LINE, parse_input

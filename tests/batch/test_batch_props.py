@@ -6,8 +6,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from batch.batch_support import EchoBackend, client_for, read_output, write_lines
 from hypothesis import HealthCheck, given, settings, strategies as st
+from support.batch_support import EchoBackend, client_for, read_output, write_lines
+from support.strategies import json_of
 
 from ollm_lite.batch import BatchFileError, make_input, run_batch
 from ollm_lite.batch._format import (
@@ -22,11 +23,7 @@ from ollm_lite.errors import ConnectionFailed, HTTPStatusError
 
 ids = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=12)
 texts = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | texts,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(texts, inner, max_size=3),
-    max_leaves=8,
-)
+json_values = json_of(st.none() | st.booleans() | st.integers() | texts, keys=texts)
 
 
 @given(st.lists(st.tuples(ids, texts), unique_by=lambda x: x[0], min_size=1, max_size=8))

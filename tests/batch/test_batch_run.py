@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from batch.batch_support import (
+from support.batch_support import (
     EchoBackend,
     chat_line,
     client_for,

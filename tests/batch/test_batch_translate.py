@@ -7,8 +7,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from batch.batch_support import chat_line, client_for, read_output, write_lines
-from transport_support import Request, respond, serve
+from support.batch_support import chat_line, client_for, read_output, write_lines
+from support.transport_support import Request, respond, serve
 
 from ollm_lite.batch import run_batch
 from ollm_lite.batch._format import BatchInput

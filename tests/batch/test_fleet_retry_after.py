@@ -11,10 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from batch.batch_support import read_output, write_prompts
-from cli.cli_support import run
-from faults.fault_server import openai_events, sequence, status
-from transport_support import LoopbackServer, Request, respond, serve, stream_script
+from support.batch_support import read_output, write_prompts
+from support.cli_support import run
+from support.fault_server import openai_events, sequence, status
+from support.transport_support import LoopbackServer, Request, respond, serve, stream_script
 
 import ollm_lite
 from ollm_lite.errors import HTTPStatusError

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass
 
 import pytest
-from batch.batch_support import EchoBackend
+from support.batch_support import EchoBackend
 
 import ollm_lite
 from ollm_lite.errors import HTTPStatusError

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import ollama_support as oll
-from log_support import cli, logged, logging_client
+from support import ollama_support as oll
+from support.log_support import cli, logged, logging_client
 
 import ollm_lite
 from ollm_lite import FinishEvent, TextEvent, Usage

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
-from log_support import logged, logging_client
+from support.log_support import logged, logging_client
 
 import ollm_lite
 from ollm_lite import FinishEvent, ScriptedProvider, TextEvent, ToolCall, ToolCallEvent, Usage

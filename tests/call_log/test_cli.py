@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import ollama_support as oll
 import pytest
-from log_support import cli, logged, logging_client
+from support import ollama_support as oll
+from support.log_support import cli, logged, logging_client
 
 from ollm_lite import FinishEvent, TextEvent, Usage
-from ollm_lite.call_log.cli import set_enabled
+from ollm_lite.cli._logs import set_enabled
 from ollm_lite.errors import ConfigError
 
 LONG = "Rayleigh scattering makes the sky blue. " * 20

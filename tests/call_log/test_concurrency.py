@@ -11,7 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from log_support import count_rows, logged
+from support.log_support import count_rows, logged
 
 import ollm_lite
 

@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from log_support import count_rows, logged, logging_client
+from support.log_support import count_rows, logged, logging_client
 
 from ollm_lite.call_log._writer import _warned
 from ollm_lite.client import Client

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from log_support import as_a_user, count_rows, logged, logging_client
+from support.log_support import as_a_user, count_rows, logged, logging_client
 
 from ollm_lite.call_log._writer import _warned
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from log_support import as_a_user, count_rows, file_bytes, logged, logging_client
+from support.log_support import as_a_user, count_rows, file_bytes, logged, logging_client
 
 import ollm_lite
 from ollm_lite import FinishEvent, ScriptedProvider, TextEvent, Usage

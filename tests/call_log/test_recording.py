@@ -11,7 +11,7 @@ from datetime import UTC
 from pathlib import Path
 
 import pytest
-from log_support import count_rows, logged, logging_client
+from support.log_support import count_rows, logged, logging_client
 
 import ollm_lite
 from ollm_lite import (

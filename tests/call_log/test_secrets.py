@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import ollama_support as oll
 import pytest
-from log_support import file_bytes, logged, logging_client
+from support import ollama_support as oll
+from support.log_support import file_bytes, logged, logging_client
 
 import ollm_lite
 from ollm_lite import FinishEvent, ToolCall, ToolCallEvent

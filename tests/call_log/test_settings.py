@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from log_support import cli
+from support.log_support import cli
 
 import ollm_lite
 from ollm_lite import ScriptedProvider, load_config, validate_config

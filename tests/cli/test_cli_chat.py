@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from cli_support import assert_one_line_error, popen, run
-from ollama_support import (
+from support.cli_support import assert_one_line_error, popen, run
+from support.ollama_support import (
     OllamaServer,
     Seen,
     error_midstream_transcript,
@@ -26,8 +26,8 @@ from ollama_support import (
     text_transcript,
     thinking_transcript,
 )
-from openai_support import json_script, llamacpp_native_transcript
-from transport_support import serve as serve_raw, stream_script
+from support.openai_support import json_script, llamacpp_native_transcript
+from support.transport_support import serve as serve_raw, stream_script
 
 ANSWER = "The sky is blue because of Rayleigh scattering."
 
@@ -291,7 +291,7 @@ def test_no_model_and_several_on_the_server(tmp_path: Path) -> None:
 
 def test_environment_and_config_file_select_server(tmp_path: Path, ollama: OllamaServer) -> None:
     """OLLAMA_HOST / OLLM_MODEL work without flags; the file is read from ~/.config/ollm."""
-    from cli_support import cli_env
+    from support.cli_support import cli_env
 
     env = cli_env(tmp_path, OLLAMA_HOST=ollama.url, OLLM_MODEL="env-model")
     out = run(tmp_path, "chat", "hi", env=env)

@@ -10,8 +10,8 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from cli_support import assert_one_line_error, cli_env, popen, run
-from ollama_support import (
+from support.cli_support import assert_one_line_error, cli_env, popen, run
+from support.ollama_support import (
     PULL_TOTAL,
     json_answer,
     lines,
@@ -22,7 +22,7 @@ from ollama_support import (
     stream,
 )
 
-from ollm_lite._progress import PullProgressPrinter, human_bytes
+from ollm_lite.cli._pull_progress import PullProgressPrinter, human_bytes
 from ollm_lite.types import PullProgress
 
 TAGS = {
@@ -301,7 +301,7 @@ def test_models_pull_draws_a_bar_on_a_terminal(tmp_path: Path) -> None:
     import pty
     import subprocess
 
-    from cli_support import ROOT, command
+    from support.cli_support import ROOT, command
 
     master, slave = pty.openpty()
     with serve({("POST", "/api/pull"): stream(pull_transcript())}) as server:

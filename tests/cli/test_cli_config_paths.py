@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from cli_support import run
+from support.cli_support import run
 
 
 @pytest.mark.parametrize("kind", ["fifo", "directory", "device"])

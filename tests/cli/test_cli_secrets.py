@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli_support import cli_env, run
+from support.cli_support import cli_env, run
 
 SECRET = "sk-very-secret-0123456789"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from cli_support import run
-from ollama_support import chunk, final, json_answer, lines, serve, stream
+from support.cli_support import run
+from support.ollama_support import chunk, final, json_answer, lines, serve, stream
 
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\x1b[31m"
 

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from cli_support import ROOT
+from support.cli_support import ROOT
 
 import ollm_lite
 import ollm_lite.client

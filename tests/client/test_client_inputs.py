@@ -6,7 +6,7 @@ import base64
 from pathlib import Path
 
 import pytest
-from client_support import client
+from support.client_support import client
 
 from ollm_lite import ConfigError, ImagePart, Message, ToolSchema, tool
 

@@ -8,13 +8,14 @@ as the deadline of the whole call.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from client_support import client
+from support.client_support import client
 
 import ollm_lite
 from ollm_lite import (
@@ -28,7 +29,9 @@ from ollm_lite import (
     ToolCallEvent,
     tool,
 )
+from ollm_lite.chat._call_settings import CallSettings
 from ollm_lite.client import Client
+from ollm_lite.client._options import OPTION_NAMES, resolve
 
 
 @tool
@@ -240,3 +243,15 @@ def test_cancel_from_another_thread_stops_ask() -> None:
     threading.Timer(0.1, cancel.set).start()
     with pytest.raises(ollm_lite.Cancelled):
         llm.ask("hi", cancel=cancel)
+
+
+def test_the_options_are_the_generation_fields_and_the_call_settings() -> None:
+    """One table: every ``GenerationOptions`` field is a keyword, and every other keyword is a
+    setting of the call, resolved into the ``CallSettings`` field of its name."""
+    generation = {f.name for f in dataclasses.fields(GenerationOptions)}
+    settings = {f.name for f in dataclasses.fields(CallSettings)}
+    assert generation <= set(OPTION_NAMES)
+    assert set(OPTION_NAMES) - generation <= settings
+    resolved = resolve({"temperature": 0.5, "seed": 3, "keep_alive": "5m", "think": "low"})
+    assert resolved.generation == GenerationOptions(temperature=0.5, seed=3)
+    assert (resolved.keep_alive, resolved.think, resolved.headers) == ("5m", "low", {})

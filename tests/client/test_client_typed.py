@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, TypedDict
 
 import pytest
-from client_support import client
+from support.client_support import client
 
 import ollm_lite
 from ollm_lite import BadResponse, ConfigError, ScriptedProvider, TextEvent, Usage
@@ -70,7 +70,7 @@ def test_a_dataclass_schema_returns_an_instance_and_sends_the_schema() -> None:
 
 def test_the_schema_is_the_one_tool_uses() -> None:
     """The same type-hint → schema code as @tool (apart from closing the object)."""
-    from ollm_lite._schema import schema_for_type
+    from ollm_lite.tools._schema import schema_for_type
 
     llm, provider = client('{"x": 1, "y": 2}')
     llm.ask("p", schema=Point)

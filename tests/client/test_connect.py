@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from ollama_support import final, lines, serve, stream
+from support.ollama_support import final, lines, serve, stream
 
 import ollm_lite
 from ollm_lite import (

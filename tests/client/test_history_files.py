@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 import pytest
-from client_support import client
-from path_support import outcome_within
+from support.client_support import client
+from support.path_support import outcome_within
 
 import ollm_lite
 from ollm_lite import ConfigError, Message, ScriptedProvider
@@ -128,7 +128,7 @@ def test_text_with_a_lone_surrogate_saves_and_loads_back(tmp_path: Path) -> None
 def test_a_file_over_the_limit_is_refused_and_never_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ollm_lite._history_format as history_format
+    import ollm_lite.chat._history_file as history_format
 
     monkeypatch.setattr(history_format, "HISTORY_LIMIT", 4096)
     llm, _ = client()

@@ -14,11 +14,11 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from client_support import client
-from path_support import awkward_paths, outcome_within
+from support.client_support import client
+from support.path_support import awkward_paths, outcome_within
 
 from ollm_lite import ChatFinishEvent, ConfigError, ErrorEvent, ImagePart, OllmError
-from ollm_lite._inputs import IMAGE_LIMIT
+from ollm_lite.client._inputs import IMAGE_LIMIT
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\0" * 8
 #: The longest line a batch file may hold: an image at the limit must fit one, base64-encoded.

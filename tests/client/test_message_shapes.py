@@ -12,7 +12,7 @@ import reprlib
 from typing import Any
 
 import pytest
-from client_support import client
+from support.client_support import client
 
 import ollm_lite
 from ollm_lite import ChatFinishEvent, ConfigError, ErrorEvent, Message, TextPart, ToolCall

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from client_support import client
+from support.client_support import client
 
 import ollm_lite
 from ollm_lite import (

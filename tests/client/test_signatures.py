@@ -17,8 +17,8 @@ import pytest
 
 import ollm_lite
 from ollm_lite import ChatFinishEvent, ScriptedProvider, Session, TextEvent
-from ollm_lite._script_calls import same_parameters_as
 from ollm_lite.client import Client
+from ollm_lite.client._calls import same_parameters_as
 
 KEYWORD_ONLY = inspect.Parameter.KEYWORD_ONLY
 VAR_KEYWORD = inspect.Parameter.VAR_KEYWORD

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 
 import pytest
-from doc_snippets import (
+from support.doc_snippets import (
     PAGES,
     ROOT,
     Snippet,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import llamacpp  # scripts/, put on sys.path by tests/docs/conftest.py
 import pytest
-from doc_snippets import ROOT, Snippet, readers_folder, run_steps, run_test_file, snippets
+from support.doc_snippets import ROOT, Snippet, readers_folder, run_steps, run_test_file, snippets
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from faults.fault_server import NDJSON, SSE, Baseline, Wire
+from support.fault_server import NDJSON, SSE, Baseline, Wire
 
 
 @pytest.fixture(params=[NDJSON, SSE], ids=["ndjson", "sse"])

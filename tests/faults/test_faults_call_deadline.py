@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from faults.fault_server import ollama_lines, openai_events, sequence
 from hypothesis import HealthCheck, given, settings, strategies as st
-from transport_support import LoopbackServer, Request, respond, serve, silent, stream_script
+from support.fault_server import ollama_lines, openai_events, sequence
+from support.transport_support import LoopbackServer, Request, respond, serve, silent, stream_script
 
 import ollm_lite
 from ollm_lite import McpServer

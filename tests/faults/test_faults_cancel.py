@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from faults.fault_server import (
+from support.fault_server import (
     NDJSON,
     Wire,
     chunks,
@@ -32,7 +32,7 @@ from faults.fault_server import (
     status,
     unanswered_connect,
 )
-from transport_support import Request, serve, silent
+from support.transport_support import Request, serve, silent
 
 from ollm_lite.errors import Cancelled
 from ollm_lite.http.policy import Timeouts

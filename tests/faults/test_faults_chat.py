@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from faults.fault_server import (
+from support.fault_server import (
     NDJSON,
     SSE,
     Wire,
@@ -30,7 +30,7 @@ from faults.fault_server import (
     sequence,
     sse_data,
 )
-from transport_support import LoopbackServer, Script, serve
+from support.transport_support import LoopbackServer, Script, serve
 
 from ollm_lite.chat import ChatClient
 from ollm_lite.http.policy import Timeouts
@@ -463,7 +463,7 @@ def test_history_after_a_failed_turn_is_whole(w: Wire, no_leaks: Callable[..., N
 def test_runtime_connection_refused(wire: Wire, no_leaks: Callable[..., None]) -> None:
     """A closed port through ``ChatClient``: one CONNECTION_FAILED ErrorEvent, then
     ``ChatFinishEvent("error")``; the chat never raises."""
-    from faults.fault_server import refused_url
+    from support.fault_server import refused_url
 
     with refused_url() as url:
         provider = wire.provider(url)
@@ -510,7 +510,7 @@ def test_runtime_status_errors(
     wire: Wire, code: int, expected: str, no_leaks: Callable[..., None]
 ) -> None:
     """A status error surfaces through the runtime with its code, once."""
-    from faults.fault_server import status
+    from support.fault_server import status
 
     with serve({wire.path: status(code, {"error": "nope"})}) as server:
         provider = wire.provider(server.url)
@@ -524,7 +524,7 @@ def test_runtime_status_errors(
 
 def test_runtime_split_utf8_and_crlf(wire: Wire, no_leaks: Callable[..., None]) -> None:
     """Framing faults (CRLF and UTF-8 split across reads) are invisible through the runtime."""
-    from faults.fault_server import segments
+    from support.fault_server import segments
 
     words = ["Grüße", " 東京", " 🎉", " a\u2028b"]
     parts = ollama_lines(words) if wire.name == "ndjson" else openai_events(words, eol=b"\r\n")
@@ -548,7 +548,7 @@ def test_runtime_split_utf8_and_crlf(wire: Wire, no_leaks: Callable[..., None]) 
 
 def test_runtime_cancel_during_connect(wire: Wire, no_leaks: Callable[..., None]) -> None:
     """Cancel while the TCP handshake hangs: the chat ends ``cancelled`` within 0.5 s."""
-    from faults.fault_server import unanswered_connect
+    from support.fault_server import unanswered_connect
 
     cancel = threading.Event()
     with unanswered_connect() as url:

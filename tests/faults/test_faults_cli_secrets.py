@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from faults.fault_server import CANARY, OPENAI_CHAT, status
-from transport_support import serve
+from support.fault_server import CANARY, OPENAI_CHAT, status
+from support.transport_support import serve
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults.fault_server import CANARY, OLLAMA_CHAT, OPENAI_CHAT, status
-from transport_support import serve
+from support.fault_server import CANARY, OLLAMA_CHAT, OPENAI_CHAT, status
+from support.transport_support import serve
 
 from ollm_lite.config import load_config, redacted, validate_config
 from ollm_lite.errors import ConfigError, OllmError

@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable
 
 import pytest
-from faults.fault_server import (
+from support.fault_server import (
     Wire,
     chunks,
     gzipped,
@@ -25,7 +25,7 @@ from faults.fault_server import (
     segments,
     sse_data,
 )
-from transport_support import serve
+from support.transport_support import serve
 
 from ollm_lite.errors import BadResponse
 from ollm_lite.http.policy import Timeouts
@@ -166,7 +166,7 @@ def test_keepalives_every_10ms_between_content(wire: Wire, no_leaks: Callable[..
 
 def test_ndjson_half_line_at_eof(no_leaks: Callable[..., None]) -> None:
     """Ollama: the last line cut in half by EOF: the text so far, then LLM_BAD_RESPONSE."""
-    from faults.fault_server import NDJSON
+    from support.fault_server import NDJSON
 
     parts = [*ollama_lines(["Hello", " world"], done=False), ollama_done()[:25]]
     with serve({NDJSON.path: segments(parts, framing="close")}) as server:
@@ -180,7 +180,7 @@ def test_ndjson_half_line_at_eof(no_leaks: Callable[..., None]) -> None:
 
 def test_ndjson_garbage_lines_are_skipped(no_leaks: Callable[..., None]) -> None:
     """Ollama: lines that are not JSON objects between good ones are skipped."""
-    from faults.fault_server import NDJSON
+    from support.fault_server import NDJSON
 
     lines = ollama_lines(["a", "b"], done=False)
     parts = [lines[0], b"not json\n", b"[1,2]\n", b"\r\n", lines[1], ollama_done()]
@@ -197,7 +197,7 @@ def test_ndjson_garbage_lines_are_skipped(no_leaks: Callable[..., None]) -> None
 
 
 def sse_run(parts: list[bytes], *, then: str = "end", idle: float = 1.0) -> object:
-    from faults.fault_server import SSE
+    from support.fault_server import SSE
 
     with serve({SSE.path: chunks(parts, content_type=SSE.content_type, then=then)}) as server:
         provider = SSE.provider(server.url, timeout=Timeouts(connect=1.0, idle=idle))
@@ -280,7 +280,7 @@ def test_sse_data_after_done_is_ignored(no_leaks: Callable[..., None]) -> None:
 
 def test_ndjson_data_after_done_is_ignored(no_leaks: Callable[..., None]) -> None:
     """Ollama: lines after ``done: true`` are ignored and the server is not waited for."""
-    from faults.fault_server import NDJSON
+    from support.fault_server import NDJSON
 
     parts = ollama_lines(WORDS) + ollama_lines([" EXTRA"])
     with serve({NDJSON.path: chunks(parts, then="hang")}) as server:
@@ -332,7 +332,7 @@ def test_endless_keepalives_end_at_the_idle_limit_not_never(
 def test_body_that_is_not_the_announced_gzip(wire: Wire, no_leaks: Callable[..., None]) -> None:
     """``Content-Encoding: gzip`` on a plain body: one LLM_BAD_RESPONSE saying the body could
     not be decoded (not a misleading "stream ended early")."""
-    from transport_support import Request
+    from support.transport_support import Request
 
     body = b"".join(transcript(wire))
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from faults.fault_server import (
+from support.fault_server import (
     CANARY,
     Outcome,
     chunks,
@@ -29,7 +29,7 @@ from faults.fault_server import (
     sequence,
     status,
 )
-from transport_support import LoopbackServer, Script, serve, silent
+from support.transport_support import LoopbackServer, Script, serve, silent
 
 from ollm_lite.chat import ChatClient
 from ollm_lite.errors import (

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from faults.fault_server import Wire, chunks, ollama_lines, openai_events, redirect
-from transport_support import Request, respond, serve
+from support.fault_server import Wire, chunks, ollama_lines, openai_events, redirect
+from support.transport_support import Request, respond, serve
 
 import ollm_lite
 from ollm_lite.errors import OllmError

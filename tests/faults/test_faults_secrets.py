@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from faults.fault_server import (
+from support.fault_server import (
     CANARY,
     NDJSON,
     SSE,
@@ -32,7 +32,7 @@ from faults.fault_server import (
     sse_data,
     status,
 )
-from transport_support import Script, serve, silent
+from support.transport_support import Script, serve, silent
 
 from ollm_lite.errors import OllmError
 from ollm_lite.http.policy import Timeouts

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from faults.fault_server import (
+from support.fault_server import (
     CANARY,
     Wire,
     chunks,
@@ -27,7 +27,7 @@ from faults.fault_server import (
     sse_data,
     status,
 )
-from transport_support import Request, Script, serve
+from support.transport_support import Request, Script, serve
 
 from ollm_lite.errors import (
     AuthenticationError,
@@ -306,7 +306,7 @@ def test_quota_429_is_not_retried() -> None:
 
 def test_redirect_loop(wire: Wire, no_leaks: Callable[..., None]) -> None:
     """A redirect loop ends in one LLM_BAD_RESPONSE, promptly and without retrying it."""
-    from faults.fault_server import redirect
+    from support.fault_server import redirect
 
     with serve({}) as server:
         server.scripts[wire.path] = redirect(server.url + wire.path, 307)

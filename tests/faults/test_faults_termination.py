@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from faults.fault_server import (
+from support.fault_server import (
     NDJSON,
     SSE,
     Wire,
@@ -25,7 +25,7 @@ from faults.fault_server import (
     segments,
     sse_data,
 )
-from transport_support import Request, Script, serve
+from support.transport_support import Request, Script, serve
 
 from ollm_lite.errors import BadResponse, ConnectionFailed
 from ollm_lite.types import Message, ProviderRequest, ToolSchema
@@ -219,7 +219,7 @@ def test_closing_the_generator_early_releases_everything(
 ) -> None:
     """A caller that stops reading (``break``, then ``close()``) leaves no thread or socket,
     even though the server would stream forever."""
-    from faults.fault_server import repeat_forever
+    from support.fault_server import repeat_forever
 
     line = partial(wire)[-1]
     script = repeat_forever(line, every=0.01, content_type=wire.content_type)

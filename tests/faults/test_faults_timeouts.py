@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from faults.fault_server import (
+from support.fault_server import (
     Wire,
     drip,
     headers_then_silence,
@@ -22,7 +22,7 @@ from faults.fault_server import (
     sse_data,
     unanswered_connect,
 )
-from transport_support import serve, silent
+from support.transport_support import serve, silent
 
 from ollm_lite.errors import ConnectionFailed, RequestTimeout
 from ollm_lite.http.policy import Timeouts
@@ -188,7 +188,7 @@ def test_total_deadline_while_silent(wire: Wire, no_leaks: Callable[..., None]) 
 
 def test_complete_answers_are_unaffected(wire: Wire, no_leaks: Callable[..., None]) -> None:
     """Control: the same servers with a well-formed answer finish with ``stop``."""
-    from faults.fault_server import chunks
+    from support.fault_server import chunks
 
     parts = ollama_lines(["Hi", "!"]) if wire.name == "ndjson" else openai_events(["Hi", "!"])
     with serve({wire.path: chunks(parts, content_type=wire.content_type)}) as server:

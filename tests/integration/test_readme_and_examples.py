@@ -27,7 +27,7 @@ from typing import Any
 
 import llamacpp  # scripts/, put on sys.path by conftest.py
 import pytest
-from doc_snippets import ROOT, Snippet, readers_folder, run, run_steps, snippets
+from support.doc_snippets import ROOT, Snippet, readers_folder, run, run_steps, snippets
 
 import ollm_lite
 import ollm_lite.client as client_module

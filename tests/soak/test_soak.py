@@ -10,7 +10,7 @@ the client is measured.
 from __future__ import annotations
 
 import pytest
-from faults.soak_driver import run_soak
+from support.soak_driver import run_soak
 
 CHATS = 300
 CANCELS = 30

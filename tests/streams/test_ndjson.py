@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from support.strategies import json_of
 
 from ollm_lite.errors import BadResponse, OllmError
 from ollm_lite.streams import NDJSONDecoder, iter_ndjson
@@ -101,11 +102,7 @@ _JSON_SCALARS = st.one_of(
 )
 _OBJECTS = st.dictionaries(
     st.text(max_size=8),
-    st.recursive(
-        _JSON_SCALARS,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
-        max_leaves=6,
-    ),
+    json_of(_JSON_SCALARS, keys=st.text(max_size=4), max_leaves=6, dict_size=None),
     max_size=5,
 )
 

@@ -1,0 +1,1 @@
+"""Helpers the test folders share: loopback servers, wire scripts, hypothesis strategies."""
