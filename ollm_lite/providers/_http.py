@@ -39,7 +39,7 @@ from ..types import (
 )
 from .base import BaseProvider, collect_result
 
-__all__ = ["HTTPProvider", "WireState", "check_positive_int", "check_retries", "version_of"]
+__all__ = ["HTTPProvider", "WireState", "check_retries", "version_of"]
 
 T = TypeVar("T")
 
@@ -75,14 +75,6 @@ def check_retries(retries: Any) -> None:
         not isinstance(retries, int) or isinstance(retries, bool) or retries < 0
     ):
         raise ConfigError(f"retries must be an integer >= 0, got {retries!r}")
-
-
-def check_positive_int(name: str, value: Any, *, optional: bool = False) -> None:
-    """Raises ``CONFIG_INVALID`` unless ``value`` is an integer above zero (or ``None``)."""
-    if optional and value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
 
 
 def version_of(raw: bytes) -> str | None:

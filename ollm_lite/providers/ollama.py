@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from ..config import env_default
-from ..errors import BadResponse, ConfigError, ModelNotFound, OllmError
+from ..errors import BadResponse, ConfigError, ModelNotFound, OllmError, check_positive_int
 from ..http.policy import Timeouts
 from ..http.transport import Transport
 from ..http.urls import normalize_base_url
@@ -37,7 +37,7 @@ from ..types import (
     ProviderRequest,
     PullProgress,
 )
-from ._http import HTTPProvider, check_positive_int, version_of
+from ._http import HTTPProvider, version_of
 from ._ollama_wire import (
     ChatStreamState,
     capabilities_from_list,

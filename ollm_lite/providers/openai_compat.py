@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from ..config import env_default, env_names
-from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError
+from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError, check_positive_int
 from ..http.policy import Timeouts
 from ..http.urls import normalize_base_url
 from ..streams import SSEDataDecoder
@@ -40,7 +40,7 @@ from ..types import (
     ProviderRequest,
 )
 from ._backend_base import Question, is_no_route, request_text
-from ._http import HTTPProvider, check_positive_int, version_of
+from ._http import HTTPProvider, version_of
 from ._openai_wire import (
     ChatStreamState,
     chat_body,
