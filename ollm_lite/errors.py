@@ -113,6 +113,18 @@ class ConfigError(OllmError, ValueError):
     code = "CONFIG_INVALID"
 
 
+def check_positive_int(name: str, value: object, *, optional: bool = False) -> None:
+    """Raise ``ConfigError`` unless ``value`` is an ``int`` of at least 1 (``None`` if optional).
+
+    ``bool`` is not accepted although it is an ``int``. The message names the argument and shows
+    the value given.
+    """
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+
+
 class ConnectionFailed(OllmError):
     """The server could not be reached (refused, unresolvable, reset before a response)."""
 

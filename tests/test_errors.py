@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from ollm_lite import errors
+from ollm_lite import ChatClient, LocalProvider, OpenAICompatibleProvider, ScriptedProvider, errors
 from ollm_lite.errors import (
     AuthenticationError,
     BadResponse,
@@ -114,3 +116,20 @@ def test_unknown_code_keeps_its_code() -> None:
 
     again = error_from_code(ErrorInfo("tool broke", "TOOL_EXECUTION_FAILED"))
     assert type(again) is OllmError and again.code == "TOOL_EXECUTION_FAILED"
+
+
+@pytest.mark.parametrize("value", [0, -2, True, "3", 1.5])
+def test_positive_integer_arguments_are_refused_in_one_wording_everywhere(value: Any) -> None:
+    url = "http://127.0.0.1:9"
+    attempts: dict[str, Callable[[], object]] = {
+        "max_turns": lambda: ChatClient(ScriptedProvider(["hi"]), max_turns=value),
+        "max_parallel_tools": lambda: ChatClient(
+            ScriptedProvider(["hi"]), max_parallel_tools=value
+        ),
+        "embed_batch_size": lambda: OpenAICompatibleProvider(base_url=url, embed_batch_size=value),
+        "num_ctx": lambda: LocalProvider(base_url=url, num_ctx=value),
+    }
+    for name, attempt in attempts.items():
+        with pytest.raises(ConfigError) as info:
+            attempt()
+        assert info.value.message == f"{name} must be a positive integer, got {value!r}"

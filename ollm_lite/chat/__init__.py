@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OllmError
+from ..errors import OllmError, check_positive_int
 from ..providers.base import ProviderAdapter
 from ..registry import ProviderRegistry
 from ..tokens import TokenCounter
@@ -46,7 +46,7 @@ from ._history_file import (
     read_history,
     write_history,
 )
-from ._loop import ChatLoop, ToolMode, check_positive_int, tool_registry
+from ._loop import ChatLoop, ToolMode, tool_registry
 from ._strategies import Turn
 
 if TYPE_CHECKING:  # loaded by the chat only when it is given tools or the model calls some

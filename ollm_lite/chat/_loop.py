@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, TypeVar, Un
 
 from .._cancel_link import LinkedEvent
 from .._safe_text import exception_text
-from ..errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout
+from ..errors import ConfigError, OllmError, ProviderNotFound, RequestTimeout, check_positive_int
 from ..providers.base import ProviderAdapter
 from ..tokens import TokenCheck, TokenCounter
 from ..types import (
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..registry import ProviderRegistry
     from ..tools import ToolRegistry
 
-__all__ = ["ChatCall", "ChatLoop", "ToolMode", "check_positive_int", "tool_registry"]
+__all__ = ["ChatCall", "ChatLoop", "ToolMode", "tool_registry"]
 
 logger = logging.getLogger("ollm_lite.chat")
 
@@ -455,12 +455,6 @@ def tool_registry(tools: ToolRegistry | Iterable[Any]) -> ToolRegistry:
 
 def _given(value: _T | None, default: _T) -> _T:
     return default if value is None else value
-
-
-def check_positive_int(name: str, value: object) -> None:
-    """``ConfigError`` unless ``value`` is an ``int`` of at least 1."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, not {value!r}")
 
 
 def _fresh(value: _T) -> _T:

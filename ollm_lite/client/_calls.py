@@ -7,17 +7,16 @@ a prepared :class:`~ollm_lite.client._prepare.Call` (a ``Client`` with its optio
 ``Session`` on its history), :meth:`ScriptCalls._runner` is the ``Client`` that runs it. The
 module shortcuts ``ollm_lite.ask``/``ollm_lite.stream`` are these methods on the default client.
 
-``events`` takes exactly ``run``'s parameters (the API defines it so); :func:`same_parameters_as`
-states that once, for type checkers, editors and ``inspect.signature`` alike.
+``events`` takes exactly ``run``'s parameters (the API defines it so), spelled out in its own
+``def`` so that the source reads as ``inspect.signature`` shows it.
 """
 
 from __future__ import annotations
 
-import inspect
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar, Unpack
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Unpack
 
 from ..call_log._hooks import logged
 from ..chat import ToolMode
@@ -37,41 +36,7 @@ from ._run_call import (
 )
 from ._typed import answer_spec
 
-__all__ = ["ScriptCalls", "same_parameters_as"]
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def same_parameters_as(
-    template: Callable[P, object],
-) -> Callable[[Callable[..., R]], Callable[P, R]]:
-    """Give the decorated function exactly ``template``'s parameters.
-
-    Type checkers and editors see them (a ``ParamSpec``), ``inspect.signature`` too. At a call
-    the arguments are bound to them as Python would (a wrong call is a ``TypeError``), the
-    defaults filled in, and the function receives every parameter by name (the ``**`` one as a
-    dict under its own name).
-    """
-    signature = inspect.signature(template)
-
-    def decorate(function: Callable[..., R]) -> Callable[P, R]:
-        def bound(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                arguments = signature.bind(*args, **kwargs)
-            except TypeError as exc:  # as Python words it: the message names the function
-                raise TypeError(f"{function.__name__}() {exc}") from None
-            arguments.apply_defaults()
-            return function(**arguments.arguments)
-
-        for name in ("__module__", "__name__", "__qualname__", "__doc__"):
-            setattr(bound, name, getattr(function, name))
-        returns = function.__annotations__["return"]
-        bound.__annotations__ = {**template.__annotations__, "return": returns}
-        bound.__signature__ = signature.replace(return_annotation=returns)  # type: ignore[attr-defined]
-        return bound
-
-    return decorate
+__all__ = ["ScriptCalls"]
 
 
 class ScriptCalls(ABC):
@@ -210,14 +175,18 @@ class ScriptCalls(ABC):
         raise_for(reply, folded, token_limit=False)
         return reply
 
-    @same_parameters_as(run)
     def events(
         self,
-        prompt: Any,
+        prompt: str | Message | Sequence[Message | Mapping[str, Any]],
         *,
-        cancel: threading.Event | None,
-        options: dict[str, Any],
-        **inputs: Any,
+        tools: Any = None,
+        system: str | None = None,
+        model: str | None = None,
+        max_turns: int | None = None,
+        tool_mode: ToolMode = "auto",
+        images: Iterable[Any] | None = None,
+        cancel: threading.Event | None = None,
+        **options: Unpack[Options],
     ) -> Iterator[ChatEvent]:
         """Every chat event of the tool loop; never raises (failures are ``ErrorEvent``).
 
@@ -230,8 +199,9 @@ class ScriptCalls(ABC):
             TypeError: an unknown keyword (at the call, the one exception).
         """
         check_names(options, "events")
+        inputs = CallInputs(prompt, system, model, images, options, tools, max_turns, tool_mode)
         try:
-            call = self._begin(CallInputs(prompt, options=options, **inputs))
+            call = self._begin(inputs)
         except OllmError as exc:
             return failed(exc)
         call = self._logged(call, "events")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -40,7 +41,7 @@ from ..types import (
 )
 from .base import BaseProvider, collect_result
 
-__all__ = ["HTTPProvider", "WireState", "check_positive_int", "check_retries", "version_of"]
+__all__ = ["HTTPProvider", "WireState", "check_retries", "time_limits", "version_of"]
 
 T = TypeVar("T")
 
@@ -78,12 +79,33 @@ def check_retries(retries: Any) -> None:
         raise ConfigError(f"retries must be an integer >= 0, got {retries!r}")
 
 
-def check_positive_int(name: str, value: Any, *, optional: bool = False) -> None:
-    """Raises ``CONFIG_INVALID`` unless ``value`` is an integer above zero (or ``None``)."""
-    if optional and value is None:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+def time_limits(timeout: float | Timeouts | None, idle_timeout: float | None) -> Timeouts:
+    """A provider's :class:`Timeouts` from its ``idle_timeout`` and the older ``timeout``.
+
+    ``timeout`` is the same idle limit under its first name (or a whole ``Timeouts``); given
+    both, they must name the same idle limit.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for an idle limit that is not a positive number of
+            seconds, or a ``timeout`` and an ``idle_timeout`` that disagree.
+    """
+    limits = Timeouts.of(timeout)
+    if idle_timeout is None:
+        return limits
+    if (
+        isinstance(idle_timeout, bool)
+        or not isinstance(idle_timeout, (int, float))
+        or not 0 < idle_timeout < math.inf
+    ):
+        raise ConfigError(
+            f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}"
+        )
+    if timeout is not None and limits.idle != idle_timeout:
+        raise ConfigError(
+            f"timeout ({limits.idle:g} s idle) and idle_timeout ({idle_timeout:g} s) disagree: "
+            "timeout is the older name of idle_timeout; give one of them"
+        )
+    return limits if timeout is not None else Timeouts.of(idle_timeout)
 
 
 def version_of(raw: bytes) -> str | None:

@@ -48,7 +48,7 @@ from ._gemini_wire import (
     model_info_from_gemini,
     request_body,
 )
-from ._http import HTTPProvider
+from ._http import HTTPProvider, time_limits
 
 __all__ = ["DEFAULT_BASE_URL", "GeminiProvider"]
 
@@ -75,7 +75,13 @@ class GeminiProvider(HTTPProvider):
         api_key: Default: ``$GEMINI_API_KEY``, else ``$GOOGLE_API_KEY``. Without one, calls
             fail with ``LLM_AUTH_FAILED`` (``health()`` says so, never raises).
         base_url: Default: Google's endpoint (a loopback URL for tests and proxies).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
+        idle_timeout: Longest wait in seconds for the server's next bytes: for an answer to
+            begin and, while it streams, between pieces of content (default 120; connecting
+            waits at most 5 s, or this if less). Not a deadline for a whole answer: a call's
+            ``timeout=`` is that.
+        timeout: The older name of ``idle_timeout`` (the same number), or a
+            :class:`~ollm_lite.http.policy.Timeouts` (connect, idle and total limits). Given
+            with an ``idle_timeout`` that differs: ``CONFIG_INVALID``.
         retries: Retries of failures before the first byte (default 2; 429 honours the
             server's ``retryDelay`` up to 60 s).
 
@@ -102,6 +108,7 @@ class GeminiProvider(HTTPProvider):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
+        idle_timeout: float | None = None,
         timeout: float | Timeouts | None = None,
         retries: int | None = None,
     ) -> None:
@@ -112,7 +119,7 @@ class GeminiProvider(HTTPProvider):
             url,
             headers={"x-goog-api-key": key} if key else {},
             secret=key,
-            timeout=timeout,
+            timeout=time_limits(timeout, idle_timeout),
             retries=retries,
             start_hint="Check the network path to Google's API (or your base_url).",
             model_hint="List the available models with `ollm-lite --provider gemini models list`.",

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 from ..config import env_default
-from ..errors import BadResponse, ConfigError, ModelNotFound, OllmError
+from ..errors import BadResponse, ConfigError, ModelNotFound, OllmError, check_positive_int
 from ..http.policy import Timeouts
 from ..http.transport import Transport
 from ..http.urls import normalize_base_url
@@ -37,7 +37,7 @@ from ..types import (
     ProviderRequest,
     PullProgress,
 )
-from ._http import HTTPProvider, check_positive_int, version_of
+from ._http import HTTPProvider, time_limits, version_of
 from ._ollama_wire import (
     ChatStreamState,
     capabilities_from_list,
@@ -78,7 +78,13 @@ class LocalProvider(HTTPProvider):
             ``http://localhost:11434``.
         api_key: Key for ollama.com's hosted API, sent as ``Authorization: Bearer``.
             Default: ``$OLLAMA_API_KEY``, else none (a local server needs none).
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
+        idle_timeout: Longest wait in seconds for the server's next bytes: for an answer to
+            begin and, while it streams, between pieces of content (default 120; connecting
+            waits at most 5 s, or this if less). Not a deadline for a whole answer: a call's
+            ``timeout=`` is that.
+        timeout: The older name of ``idle_timeout`` (the same number), or a
+            :class:`~ollm_lite.http.policy.Timeouts` (connect, idle and total limits). Given
+            with an ``idle_timeout`` that differs: ``CONFIG_INVALID``.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/api/embed`` request (default 100).
         num_ctx: Context window to request for every chat (``options.num_ctx``); also what
@@ -106,6 +112,7 @@ class LocalProvider(HTTPProvider):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        idle_timeout: float | None = None,
         timeout: float | Timeouts | None = None,
         retries: int | None = None,
         embed_batch_size: int = 100,
@@ -124,7 +131,7 @@ class LocalProvider(HTTPProvider):
             url,
             headers={"Authorization": f"Bearer {key}"} if key else {},
             secret=key,
-            timeout=timeout,
+            timeout=time_limits(timeout, idle_timeout),
             retries=retries,
             start_hint=_START_HINT,
             model_hint=_MODEL_HINT,

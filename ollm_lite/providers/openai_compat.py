@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from ..config import env_default, env_names
-from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError
+from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError, check_positive_int
 from ..http.policy import Timeouts
 from ..http.urls import normalize_base_url
 from ..streams import SSEDataDecoder
@@ -40,7 +40,7 @@ from ..types import (
     ProviderRequest,
 )
 from ._backend_base import Question, is_no_route, request_text
-from ._http import HTTPProvider, check_positive_int, version_of
+from ._http import HTTPProvider, time_limits, version_of
 from ._openai_wire import (
     ChatStreamState,
     chat_body,
@@ -67,7 +67,13 @@ class OpenAICompatibleProvider(HTTPProvider):
         api_key: Key sent in the backend's auth headers (``Authorization: Bearer``; LM Studio
             also gets ``X-API-Key``). Default: ``$OPENAI_COMPATIBLE_API_KEY``, else none.
         backend: One of ``lmstudio``, ``localai``, ``kobold``, ``llamacpp``, ``generic``.
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
+        idle_timeout: Longest wait in seconds for the server's next bytes: for an answer to
+            begin and, while it streams, between pieces of content (default 120; connecting
+            waits at most 5 s, or this if less). Not a deadline for a whole answer: a call's
+            ``timeout=`` is that.
+        timeout: The older name of ``idle_timeout`` (the same number), or a
+            :class:`~ollm_lite.http.policy.Timeouts` (connect, idle and total limits). Given
+            with an ``idle_timeout`` that differs: ``CONFIG_INVALID``.
         retries: Retries of failures before the first byte (default 2).
         embed_batch_size: Texts per ``/v1/embeddings`` request (default 64).
 
@@ -86,6 +92,7 @@ class OpenAICompatibleProvider(HTTPProvider):
         base_url: str | None = None,
         api_key: str | None = None,
         backend: str = "generic",
+        idle_timeout: float | None = None,
         timeout: float | Timeouts | None = None,
         retries: int | None = None,
         embed_batch_size: int = 64,
@@ -94,7 +101,7 @@ class OpenAICompatibleProvider(HTTPProvider):
             backend_named(backend, allowed=self._backends),
             base_url=base_url,
             api_key=api_key,
-            timeout=timeout,
+            timeout=time_limits(timeout, idle_timeout),
             retries=retries,
             embed_batch_size=embed_batch_size,
         )

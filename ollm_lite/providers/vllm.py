@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 from ..errors import OllmError
 from ..http.policy import Timeouts
 from ..types import GenerationOptions, ProviderRequest
+from ._http import time_limits
 from ._openai_wire import chat_body, merge_body
 from .backends import BACKENDS
 from .openai_compat import OpenAICompatibleProvider
@@ -105,7 +106,13 @@ class VllmProvider(OpenAICompatibleProvider):
             ``http://localhost:8000``.
         api_key: The server's ``--api-key``, sent as ``Authorization: Bearer``. Default:
             ``$VLLM_API_KEY``, else none.
-        timeout: Idle timeout in seconds, or a :class:`~ollm_lite.http.policy.Timeouts`.
+        idle_timeout: Longest wait in seconds for the server's next bytes: for an answer to
+            begin and, while it streams, between pieces of content (default 120; connecting
+            waits at most 5 s, or this if less). Not a deadline for a whole answer: a call's
+            ``timeout=`` is that.
+        timeout: The older name of ``idle_timeout`` (the same number), or a
+            :class:`~ollm_lite.http.policy.Timeouts` (connect, idle and total limits). Given
+            with an ``idle_timeout`` that differs: ``CONFIG_INVALID``.
         retries: Retries of failures before the first byte (default 2).
         options: vLLM extras sent with every request (per-request ``extra_body`` wins).
         embed_batch_size: Texts per ``/v1/embeddings`` request (default 64).
@@ -121,6 +128,7 @@ class VllmProvider(OpenAICompatibleProvider):
         *,
         base_url: str | None = None,
         api_key: str | None = None,
+        idle_timeout: float | None = None,
         timeout: float | Timeouts | None = None,
         retries: int | None = None,
         options: VllmOptions | None = None,
@@ -130,7 +138,7 @@ class VllmProvider(OpenAICompatibleProvider):
             BACKENDS["vllm"],
             base_url=base_url,
             api_key=api_key,
-            timeout=timeout,
+            timeout=time_limits(timeout, idle_timeout),
             retries=retries,
             embed_batch_size=embed_batch_size,
         )
