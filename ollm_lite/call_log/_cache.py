@@ -43,7 +43,7 @@ def cache_key(log: Connection, request: dict[str, Any]) -> str:
     """The identity of a model turn's request on this connection."""
     identity = {"provider": log.provider_name, "hosts": log.hosts, "request": request}
     text = json.dumps(identity, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def lookup(file: LogFile, key: str, budget: float) -> dict[str, Any] | None:

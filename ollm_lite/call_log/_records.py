@@ -116,8 +116,39 @@ class CallStats:
 
 
 def dumps(data: Any) -> str:
-    """Compact JSON that keeps non-ASCII text readable (``default=str`` for odd values)."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    """Compact JSON that keeps non-ASCII text readable (``default=str`` for odd values).
+
+    Text holding a lone surrogate (which Python strings allow and UTF-8 cannot carry) is
+    written with ASCII escapes instead, so it still reads back exactly.
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    if isinstance(storable(text), str):
+        return text
+    return json.dumps(data, ensure_ascii=True, separators=(",", ":"), default=str)
+
+
+def storable(value: Any) -> Any:
+    """``value`` as SQLite can keep it: a string with a lone surrogate becomes its bytes
+    (``surrogatepass``) in a BLOB, which :func:`stored_text` turns back into the same string."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def stored_text(value: Any) -> Any:
+    """A stored text column back as the string that was written (see :func:`storable`)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return value
+
+
+def searchable(text: str) -> str:
+    """``text`` for the full-text index, where a lone surrogate becomes U+FFFD."""
+    stored = storable(text)
+    return stored.decode("utf-8", "replace") if isinstance(stored, bytes) else text
 
 
 def image_dict(part: ImagePart) -> dict[str, Any]:

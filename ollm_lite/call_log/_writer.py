@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ._records import searchable, storable
 from ._schema import (
     MIGRATIONS,
     NewerSchema,
@@ -169,11 +170,11 @@ class LogFile:
                     # another process may have upgraded the file since this connection opened
                     if check_version(db) != len(MIGRATIONS):
                         raise sqlite3.DatabaseError("its schema changed while it was open")
-                    cursor = db.execute(_INSERT_CALL, [row[c] for c in _CALL_COLUMNS])
+                    cursor = db.execute(_INSERT_CALL, [storable(row[c]) for c in _CALL_COLUMNS])
                     db.executemany(_INSERT_TURN, turns)
                     db.execute(
                         "INSERT INTO calls_fts (rowid, prompt, answer) VALUES (?, ?, ?)",
-                        (cursor.lastrowid, *search),
+                        (cursor.lastrowid, *map(searchable, search)),
                     )
                     db.execute("COMMIT")
                 except BaseException:
