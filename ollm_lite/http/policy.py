@@ -6,6 +6,7 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from math import inf
 
 from ..errors import ConfigError, OllmError, RateLimited
 from .errors import parse_retry_after
@@ -47,9 +48,9 @@ class Timeouts:
         base = default or cls()
         if value is None:
             return base
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < inf:
+            raise ConfigError(f"timeout must be a positive number of seconds, got {value!r}")
         value = float(value)
-        if value <= 0:
-            raise ConfigError(f"timeout must be positive, got {value}")
         return cls(connect=min(base.connect, value), idle=value, total=base.total)
 
 
