@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import (
@@ -48,7 +48,7 @@ from ..errors import (
 from ..http.policy import RetryPolicy, Timeouts
 from ..http.transport import Transport
 from ..http.urls import without_userinfo
-from ..streams import iter_sse
+from ..streams import SSEDecoder, SSEEvent
 from .jsonrpc import (
     MAX_MESSAGE_BYTES,
     ErrorResponse,
@@ -292,12 +292,9 @@ class HttpTransport:
         """Read a request's SSE answer: whether it brought the response, the last event id,
         and the reconnection delay in seconds the server set (its last ``retry``)."""
         answered = False
-        last_id: str | None = None
-        wait: float | None = None
+        decoder = SSEDecoder(max_line=self.max_message_bytes)
         try:
-            for event in iter_sse(chunks, max_line=self.max_message_bytes):
-                last_id = event.id or last_id
-                wait = _retry_seconds(event.retry, wait)
+            for event in _events(decoder, chunks):
                 if event.event == "message" and event.data.strip():
                     answered = self._deliver(request, event.data.encode("utf-8")) or answered
                 if answered:
@@ -305,7 +302,7 @@ class HttpTransport:
         except BadResponse as exc:  # an event over the size limit
             self._fail(request.id, self._too_large(exc))
             return True, None, None
-        return answered, last_id, wait
+        return answered, decoder.last_event_id, _retry_seconds(decoder.reconnection_ms, None)
 
     def _listen(self) -> None:
         """Open the GET stream for messages the server sends on its own (once per session).
@@ -341,12 +338,15 @@ class HttpTransport:
                     if "text/event-stream" not in response.headers.get("content-type", ""):
                         return
                     failures = 0
-                    for event in iter_sse(response.iter_chunks(), max_line=self.max_message_bytes):
-                        last_id = event.id or last_id
-                        if event.retry is not None:
-                            wait = event.retry / 1000.0
-                        if event.data.strip():
-                            self._deliver_any(event.data.encode("utf-8"))
+                    decoder = SSEDecoder(max_line=self.max_message_bytes)
+                    try:
+                        for event in _events(decoder, response.iter_chunks()):
+                            if event.data.strip():
+                                self._deliver_any(event.data.encode("utf-8"))
+                    finally:
+                        last_id = decoder.last_event_id or last_id
+                        if decoder.reconnection_ms is not None:
+                            wait = decoder.reconnection_ms / 1000.0
             except HTTPStatusError as exc:
                 logger.debug("%s: no GET stream (%s)", self.describe, exc.status)
                 return
@@ -388,6 +388,14 @@ class HttpTransport:
         callback = self._on_message
         if callback is not None:
             callback(Failed(request_id, error))
+
+
+def _events(decoder: SSEDecoder, chunks: Iterable[bytes]) -> Iterator[SSEEvent]:
+    """The events ``decoder`` makes of ``chunks``; the decoder keeps what the stream set
+    (``last_event_id``, ``reconnection_ms``) for the caller to read afterwards."""
+    for chunk in chunks:
+        yield from decoder.feed(chunk)
+    yield from decoder.flush()
 
 
 def _retry_seconds(retry_ms: int | None, current: float | None) -> float | None:

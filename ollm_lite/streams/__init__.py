@@ -102,7 +102,17 @@ class _SSEParser(LineBuffer, Generic[Item]):
     """The WHATWG parser; subclasses say what a dispatched event becomes (:meth:`_dispatch`
     for one event, :meth:`_messages` for a run of plain ``message`` events)."""
 
-    __slots__ = ("_cr", "_data", "_dlen", "_event", "_head", "_id", "_retry", "skipped")
+    __slots__ = (
+        "_cr",
+        "_data",
+        "_dlen",
+        "_event",
+        "_head",
+        "_id",
+        "_retry",
+        "reconnection_ms",
+        "skipped",
+    )
 
     def __init__(self, *, max_line: int = DEFAULT_MAX_LINE) -> None:
         super().__init__(max_line)
@@ -114,6 +124,16 @@ class _SSEParser(LineBuffer, Generic[Item]):
         self._event = ""  # event type buffer
         self._id: str | None = None  # last event ID buffer (None until an id field is seen)
         self._retry: int | None = None
+        #: The reconnection time (ms) the stream set last, ``None`` until it sets one. WHATWG
+        #: sets it as the ``retry`` field is read, so a block of only ``retry`` counts too,
+        #: though it dispatches no event (``SSEEvent.retry`` is only the event's own block).
+        self.reconnection_ms: int | None = None
+
+    @property
+    def last_event_id(self) -> str | None:
+        """The last event ID the stream set (``None`` until an ``id`` field), also by a block
+        that dispatched nothing: what a client resumes from with ``Last-Event-ID``."""
+        return self._id
 
     def _dispatch(self, data: str) -> Item:
         """The item for an event with ``data`` and the buffers; resets the event buffers."""
@@ -228,6 +248,8 @@ class _SSEParser(LineBuffer, Generic[Item]):
                 self._id = value.decode("utf-8", "replace")
         elif name == b"retry" and value.isdigit():  # bytes.isdigit: ASCII only, False if empty
             self._retry = _to_int(value, self._retry)
+            if self._retry is not None:
+                self.reconnection_ms = self._retry
         return None  # an unknown field is ignored
 
     def _blocks(self, chunk: bytes, events: list[Item]) -> bytes:

@@ -39,6 +39,8 @@ class Web:
     """What the endpoint does and saw."""
 
     retry: int = 1500
+    priming: str = PRIMING
+    """What a ``tools/call`` stream sends before it ends (``{retry}`` filled in)."""
     listen_retry: int | None = None
     """``retry`` on the listening GET stream (``None``: that stream is refused, 405)."""
     stream_ended: list[float] = field(default_factory=list)
@@ -88,7 +90,7 @@ def _script(web: Web) -> Any:
             # The 2025-11-25 polling pattern: prime with an id and a retry, then close.
             pending.append(req.json["id"])
             chunked_head(client)
-            send_chunk(client, PRIMING.format(retry=web.retry).encode())
+            send_chunk(client, web.priming.format(retry=web.retry).encode())
             end_chunks(client)
             web.stream_ended.append(time.monotonic())
         else:
@@ -109,6 +111,17 @@ def web() -> Iterator[Web]:
 def _open(web: Web, **kw: Any) -> McpServer:
     assert web.server is not None
     return McpServer.http(f"{web.server.url}/mcp", **kw)
+
+
+def test_a_retry_in_a_block_of_its_own_counts_too(web: Web) -> None:
+    """``retry: 1500`` alone in its block dispatches no event, but WHATWG sets the reconnection
+    time as the field is read: the resume still waits 1.5 s (before: it came at once)."""
+    web.priming = "retry: {retry}\n\nid: e1\ndata: \n\n"
+    with _open(web) as server:
+        result = server.call_tool("echo", {}, timeout=60)
+    assert result.ok and result.data == "resumed"
+    assert len(web.resumed) == 1 and len(web.stream_ended) == 1
+    assert web.resumed[0] - web.stream_ended[0] >= 1.5
 
 
 def test_a_broken_stream_is_resumed_after_the_retry_the_server_set(web: Web) -> None:

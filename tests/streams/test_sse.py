@@ -392,3 +392,32 @@ def test_data_decoder_keeps_the_line_limit() -> None:
     with pytest.raises(BadResponse) as info:
         decoder.feed(b"data: " + b"x" * 40)
     assert info.value.code == "LLM_BAD_RESPONSE"
+
+
+@settings(max_examples=200)
+@given(
+    retries=st.lists(st.integers(min_value=0, max_value=10**9), max_size=4),
+    with_data=st.lists(st.booleans(), min_size=4, max_size=4),
+    cuts=st.lists(st.integers(min_value=1, max_value=7), min_size=1, max_size=40),
+)
+def test_the_reconnection_time_is_the_last_retry_sent_dispatched_or_not(
+    retries: list[int], with_data: list[bool], cuts: list[int]
+) -> None:
+    """WHATWG sets the reconnection time as the ``retry`` field is read: a block of only
+    ``retry`` (no event dispatched) counts as much as one with data, and ``last_event_id``
+    keeps an ``id`` alone in its block; cut anywhere, the decoder ends the same."""
+    blocks = []
+    for n, retry in enumerate(retries):
+        data = "data: x\n" if with_data[n] else ""
+        blocks.append(f"id: e{n}\nretry: {retry}\n{data}\n")
+    body = ("".join(blocks) + "retry: x1\n\n").encode()  # not digits: ignored
+    decoder = SSEDecoder()
+    pieces = itertools.cycle(cuts)
+    start = 0
+    while start < len(body):
+        end = start + next(pieces)
+        decoder.feed(body[start:end])
+        start = end
+    decoder.flush()
+    assert decoder.reconnection_ms == (retries[-1] if retries else None)
+    assert decoder.last_event_id == (f"e{len(retries) - 1}" if retries else None)
