@@ -196,8 +196,17 @@ def _cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     return EXIT_OK
 
 
+def _no_model_filter(args: argparse.Namespace, command: str, what: str) -> None:
+    """``--model`` filters ``logs list`` only; here it would be quietly ignored (for ``prune``:
+    every model's calls removed while the user meant one), so it is a usage error."""
+    if getattr(args, "model", None) is not None:
+        raise UsageError(f"--model does not apply to 'logs {command}': it {what}")
+
+
 def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
     from ..call_log._records import stats_to_json
+
+    _no_model_filter(args, "stats", "sums every model (its rows are per model with --by model)")
 
     if not _path(ctx).exists():
         if args.json:
@@ -221,6 +230,7 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _cmd_prune(args: argparse.Namespace, ctx: Context) -> int:
+    _no_model_filter(args, "prune", "removes every model's calls older than the age given")
     if not _path(ctx).exists():
         ctx.say("nothing is logged yet: nothing to prune")
         return EXIT_OK

@@ -215,3 +215,21 @@ def test_logs_model_filters_wherever_it_is_given(tmp_path: Path, args: tuple[str
     done = cli(tmp_path, path, *args)
     assert done.returncode == 0, done.stderr
     assert [c["model"] for c in json.loads(done.stdout)] == ["other"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("logs", "prune", "--older-than", "1s", "--model", "other"),
+        ("--model", "other", "logs", "prune", "--older-than", "1s"),
+        ("logs", "stats", "--model", "other"),
+    ],
+)
+def test_model_is_refused_where_it_would_be_ignored(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """``--model`` filters ``logs list`` only: ``prune --model M`` used to remove every model's
+    calls while the user meant one, so it is a usage error, and nothing is removed."""
+    path = tmp_path / "logs.db"
+    _fill(path)
+    done = cli(tmp_path, path, *args)
+    assert done.returncode == 2 and "--model does not apply" in done.stderr
+    assert len(json.loads(cli(tmp_path, path, "logs", "--json").stdout)) == 3
