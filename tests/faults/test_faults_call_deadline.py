@@ -1,5 +1,5 @@
-"""Every request a call makes is inside the call's deadline (API.md §9: ``timeout`` is the
-deadline of the whole call).
+"""Every request a call makes is inside the call's deadline (``timeout`` is the deadline of the
+whole call: docs/reliability.md, "Deadline coverage").
 
 A call makes requests before its chat: model discovery (``/api/tags``, ``/v1/models``), model
 metadata (Ollama ``/api/show`` and ``/api/ps``, llama.cpp ``/props``), token counting (vLLM and

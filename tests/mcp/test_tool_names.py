@@ -1,4 +1,4 @@
-"""MCP tools whose names clean up alike stay usable (API.md §11 renaming): several instances
+"""MCP tools whose names clean up alike stay usable (docs/mcp.md, name clashes): several instances
 of one server reporting the same name, or one server offering ``files/read``, ``files.read``
 and ``files_read``. Every tool gets a distinct name within ``[A-Za-z0-9_-]{1,64}``, and a call
 under that name reaches its own server under the tool's own name.
