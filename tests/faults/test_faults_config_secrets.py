@@ -8,13 +8,13 @@ not the errors of a malformed file, not any event or log record of a failing cha
 from __future__ import annotations
 
 import importlib.util
-import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.fault_server import CANARY, OLLAMA_CHAT, OPENAI_CHAT, status
+from support.log_records import Records, captured_records
 from support.transport_support import serve
 
 from ollm_lite.config import load_config, redacted, validate_config
@@ -23,27 +23,10 @@ from ollm_lite.registry import default_registry
 from ollm_lite.types import Message, ProviderRequest
 
 
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.texts: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.texts.append(f"{record.name} {record.getMessage()} {record.exc_text or ''}")
-
-
 @pytest.fixture
 def records() -> Iterator[Records]:
-    root = logging.getLogger()
-    handler = Records()
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+    with captured_records() as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
 
 
 def echo(message: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ and a function call arrives whole.
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,6 +28,7 @@ from support.fault_server import (
     sequence,
     status,
 )
+from support.log_records import Records, captured_records
 from support.transport_support import LoopbackServer, Script, serve, silent
 
 from ollm_lite.chat import ChatClient
@@ -460,27 +460,10 @@ def test_cancel(where: str, no_leaks: Callable[..., None]) -> None:
 # --------------------------------------------------------------------------- group 7
 
 
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.texts: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.texts.append(f"{record.name} {record.getMessage()}")
-
-
 @pytest.fixture
 def records() -> Iterator[Records]:
-    root = logging.getLogger()
-    handler = Records()
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+    with captured_records() as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
 
 
 @pytest.mark.parametrize("source", ["constructor", "env"])

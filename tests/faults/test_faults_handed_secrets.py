@@ -10,13 +10,13 @@ redirect within the host keeps them (docs/reliability.md, "Secrets and redirects
 from __future__ import annotations
 
 import json
-import logging
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from support.fault_server import Wire, chunks, ollama_lines, openai_events, redirect
+from support.log_records import Records, captured_records
 from support.transport_support import Request, respond, serve
 
 import ollm_lite
@@ -28,30 +28,10 @@ TOKEN = "tenant-CANARY-51c0ffee"
 """A per-call header value that must never appear anywhere but in requests to its own host."""
 
 
-class Records(logging.Handler):
-    """Every log record of every logger, formatted with its arguments."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.texts: list[str] = []
-        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.texts.append(self.format(record) + repr(record.args))
-
-
 @pytest.fixture
 def records() -> Iterator[Records]:
-    root = logging.getLogger()
-    handler = Records()
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+    with captured_records() as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
 
 
 def echo_headers(code: int) -> Callable[[socket.socket, Request], None]:

@@ -10,7 +10,6 @@ any request sent to a different host after a redirect. (Config file and CLI: see
 
 from __future__ import annotations
 
-import logging
 import pickle
 import threading
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from support.fault_server import (
     sse_data,
     status,
 )
+from support.log_records import Records, captured_records
 from support.transport_support import Script, serve, silent
 
 from ollm_lite.errors import OllmError
@@ -45,30 +45,10 @@ def req(**kw: object) -> ProviderRequest:
     return ProviderRequest("m", [Message.user("hi")], **kw)  # type: ignore[arg-type]
 
 
-class Records(logging.Handler):
-    """Every log record of every logger, formatted with its traceback."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.texts: list[str] = []
-        self.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.texts.append(self.format(record) + repr(record.args))
-
-
 @pytest.fixture
 def records() -> Iterator[Records]:
-    root = logging.getLogger()
-    handler = Records()
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+    with captured_records() as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
 
 
 def echo_error(wire: Wire) -> dict[str, Any]:

@@ -19,7 +19,6 @@ import base64
 import contextlib
 import io
 import json
-import logging
 import socket
 import string
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from support.fault_server import NDJSON, SSE, Wire, chunks, ollama_lines, openai_events
+from support.log_records import Records, captured_records
 from support.transport_support import LoopbackServer, Request, respond
 
 import ollm_lite
@@ -91,16 +91,6 @@ def _other_script(client: socket.socket, req: Request) -> None:
     chunks(good, content_type=wire.content_type)(client, req)
 
 
-class _Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.texts: list[str] = []
-        self.setFormatter(logging.Formatter("%(name)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.texts.append(self.format(record) + repr(record.args))
-
-
 @pytest.fixture(scope="module")
 def servers() -> Iterator[tuple[LoopbackServer, LoopbackServer]]:
     other = LoopbackServer(fallback=_other_script)
@@ -113,17 +103,9 @@ def servers() -> Iterator[tuple[LoopbackServer, LoopbackServer]]:
 
 
 @pytest.fixture(scope="module")
-def records() -> Iterator[_Records]:
-    root = logging.getLogger()
-    handler = _Records()
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+def records() -> Iterator[Records]:
+    with captured_records() as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
 
 
 def _chain(exc: BaseException | None) -> list[str]:
@@ -227,7 +209,7 @@ def _batch(llm: Any, tmp: Path) -> list[str]:
 )
 def test_a_handed_secret_never_leaks(
     servers: tuple[LoopbackServer, LoopbackServer],
-    records: _Records,
+    records: Records,
     tmp_path: Path,
     secret: str,
     source: str,

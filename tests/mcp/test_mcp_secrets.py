@@ -9,7 +9,6 @@ prints a server's descriptions and error text without control characters (docs/m
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import threading
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from support.cli_support import run
+from support.log_records import Records, captured_records
 
 from ollm_lite import McpServer
 from ollm_lite.errors import AuthenticationError, OllmError
@@ -68,28 +68,10 @@ for line in sys.stdin:
 """
 
 
-class Records(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.texts: list[str] = []
-        self.setFormatter(logging.Formatter("%(name)s %(message)s"))
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.texts.append(self.format(record) + repr(record.args))
-
-
 @pytest.fixture
 def records() -> Iterator[Records]:
-    root = logging.getLogger()
-    handler = Records()
-    old = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
+    with captured_records() as handler:
         yield handler
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old)
 
 
 @pytest.fixture
