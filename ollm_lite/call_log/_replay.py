@@ -14,7 +14,7 @@ from ..types import (
     ThinkingEvent,
     ToolCallEvent,
 )
-from ._records import LoggedCall, tool_call_from_dict, usage_from_dict
+from ._records import LoggedCall, blocks_from_list, tool_call_from_dict, usage_from_dict
 
 __all__ = ["replay_turns"]
 
@@ -43,5 +43,6 @@ def _events(answer: dict[str, Any]) -> list[ProviderEvent]:
         return events
     finish = answer.get("finish")
     reason: Any = finish if finish in _FINISH else ("tool" if answer.get("tool_calls") else "stop")
-    events.append(FinishEvent(reason, usage_from_dict(answer.get("usage"))))
+    blocks = blocks_from_list(answer.get("provider_blocks"))
+    events.append(FinishEvent(reason, usage_from_dict(answer.get("usage")), provider_blocks=blocks))
     return events
