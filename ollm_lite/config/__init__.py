@@ -465,8 +465,8 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     (or what ``OLLAMA_HOST`` accepts: ``host``, ``host:port``, ``:port``), ``api_key`` is a
     string, ``backend`` is a known backend and only set for ``openai-compatible``,
     ``timeout`` is a positive number, context limits are positive integers, no unknown keys,
-    no malformed ``${...}`` references; and Gemini, when selected, has an API key, as has
-    Anthropic's own API (the provider ``anthropic`` without a ``base_url``).
+    no malformed ``${...}`` references; and Gemini, when selected, has an API key (not
+    ``anthropic``: the local servers that speak the Messages API need none).
 
     A field already reported while loading (a malformed reference keeps the value as
     written) gets no second issue for that unexpanded value.
@@ -478,7 +478,6 @@ def validate_config(config: Config) -> list[ConfigIssue]:
         *check_sections(config.providers),
         *check_context_limits(config.context_limits),
         *_check_gemini_key(config),
-        *_check_anthropic_key(config),
     ]
     issues.extend(ConfigIssue(path, message) for path, message in log_issues(config.log))
     servers: Any = config.mcp_servers
@@ -489,25 +488,6 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     secrets = config_secrets(config)
     return [
         ConfigIssue(mask_secrets(i.path, secrets), mask_secrets(i.message, secrets)) for i in issues
-    ]
-
-
-def _check_anthropic_key(config: Config) -> list[ConfigIssue]:
-    """Anthropic's own API, when selected (no ``base_url``: its endpoint), needs an API key;
-    a local server that speaks the Messages API usually does not."""
-    provider: Any = config.provider
-    if not isinstance(provider, str) or canonical_provider(provider)[0] != "anthropic":
-        return []
-    section = config.provider_config("anthropic")
-    if section.api_key or section.base_url:
-        return []
-    return [
-        ConfigIssue(
-            "providers.anthropic.api_key",
-            "Anthropic's API needs an API key: set ANTHROPIC_API_KEY, pass --api-key, or set "
-            "api_key in [providers.anthropic] (or point base_url / ANTHROPIC_BASE_URL at a "
-            "local server that speaks the Messages API)",
-        )
     ]
 
 

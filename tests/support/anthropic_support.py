@@ -128,8 +128,9 @@ TOOL_ARGS = {"location": "San Francisco, CA", "unit": "fahrenheit"}
 
 THINKING_SIGNATURE = "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds"
 THINKING_TEXT = [
-    "I need to find the GCD of 1071 and 462 using the Euclidean algorithm.\n\n1071 = 2 × 462 + 147",
-    "\n462 = 3 × 147 + 21\n147 = 7 × 21 + 0\n\nSo GCD(1071, 462) = 21",
+    "I need to find the GCD of 1071 and 462 using the Euclidean algorithm.\n\n"
+    "1071 = 2 \u00d7 462 + 147",
+    "\n462 = 3 \u00d7 147 + 21\n147 = 7 \u00d7 21 + 0\n\nSo GCD(1071, 462) = 21",
 ]
 #: "Streaming request with extended thinking": a thinking block, its signature, the answer.
 THINKING = stream(
