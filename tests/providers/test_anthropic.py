@@ -387,3 +387,18 @@ def test_environment_sets_url_and_key(monkeypatch: pytest.MonkeyPatch) -> None:
         list(provider.chat_stream(request()))
         assert server.requests[0].headers["x-api-key"] == KEY
         assert provider.base_url == server.url
+
+
+def test_token_limits_use_count_tokens_and_the_listed_window() -> None:
+    """The chat runtime's check (TokenCounter): the server's count against the listed window."""
+    from ollm_lite.tokens import TokenCounter
+
+    page = {"data": [{"id": "claude-opus-4-6", "max_input_tokens": 100}], "has_more": False}
+    routes = {
+        "/v1/messages/count_tokens": status(200, {"input_tokens": 95}),
+        "/v1/models": status(200, page),
+    }
+    with serve(routes) as server:
+        check = TokenCounter(AnthropicProvider(base_url=server.url)).check(request())
+    assert (check.tokens, check.limit, check.exact) == (95, 100, True)
+    assert check.warning and not check.exceeded
