@@ -92,12 +92,17 @@ def decode(body: dict[str, Any]) -> tuple[str | None, list[Message]]:
         role = turn["role"]
         assert role in ("user", "assistant")
         if role == "assistant":
-            # A thinking block after text or a call starts the next (merged) assistant message.
+            # A message holds thinking, then text, then calls: a block out of that order
+            # (thinking after text or a call, text after a call) starts the next merged one.
             current: Message | None = None
             for block in turn["content"]:
                 kind = block["type"]
                 thinking = kind in ("thinking", "redacted_thinking")
-                if current is None or (thinking and (current.parts or current.tool_calls)):
+                if (
+                    current is None
+                    or (thinking and (current.parts or current.tool_calls))
+                    or (kind == "text" and current.tool_calls)
+                ):
                     current = Message("assistant", [])
                     out.append(current)
                 if kind == "text":
