@@ -138,6 +138,24 @@ def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
     return {k: v for k, v in found.items() if v is not None and v != {}}
 
 
+def request_identity(request: ProviderRequest) -> dict[str, Any]:
+    """What identifies a model turn's request, as the log keeps it (never its headers,
+    timeout or cancel): the cache's identity, and what a strict replay compares."""
+    messages = _with_system(request.system_prompt, [message_dict(m) for m in request.messages])
+    return {
+        "model": request.model,
+        "messages": messages,
+        "tools": [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in request.tools or ()
+        ],
+        "tool_choice": request.tool_choice,
+        "response_format": request.response_format,
+        "think": request.think,
+        "options": generation_dict(request.options),
+    }
+
+
 class CallLogger:
     """The call log of one client: where it goes, what to mask, whether to cache.
 
@@ -293,20 +311,8 @@ class Recorder:
                 answer["finish"] = "cancelled"
 
     def request_dict(self, request: ProviderRequest) -> dict[str, Any]:
-        """What identifies a model turn's request (never its headers, timeout or cancel)."""
-        messages = _with_system(request.system_prompt, [message_dict(m) for m in request.messages])
-        return {
-            "model": request.model,
-            "messages": messages,
-            "tools": [
-                {"name": t.name, "description": t.description, "parameters": t.parameters}
-                for t in request.tools or ()
-            ],
-            "tool_choice": request.tool_choice,
-            "response_format": request.response_format,
-            "think": request.think,
-            "options": generation_dict(request.options),
-        }
+        """What identifies a model turn's request: :func:`request_identity`."""
+        return request_identity(request)
 
     def wrap(self, adapter: ProviderAdapter) -> ProviderAdapter:
         """``adapter`` with its model turns streamed through :meth:`turn` (for a chat run on
