@@ -236,7 +236,7 @@ def client(url: str) -> int:
                 ("test_reconnection", {}),
                 ("test-tool", {}),
             ):
-                if name in names or scenario == "sse-retry" and name == "test_reconnection":
+                if name in names or (scenario == "sse-retry" and name == "test_reconnection"):
                     result = server.call_tool(name, arguments)
                     print(f"{name}: ok={result.ok} {result.data!r}")
                     if not result.ok:

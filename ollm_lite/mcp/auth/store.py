@@ -130,6 +130,7 @@ class TokenStore:
                 f"cannot open the MCP token store lock {self._lock_path}: {exc}"
             ) from None
         try:
+            waited = False
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -137,6 +138,9 @@ class TokenStore:
                 except OSError as exc:
                     if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                         raise ConfigError(f"cannot lock {self._lock_path}: {exc}") from None
+                if not waited:
+                    waited = True
+                    logger.debug("waiting for the lock of %s", self.path)
                 if stop is None:
                     time.sleep(_POLL_S)
                 elif stop.wait(_POLL_S) or past_deadline(stop):
