@@ -56,6 +56,14 @@ class OAuthWorld:
     echo_secrets: bool = False
     """Quote every header and form field in its error answers (a leaky server)."""
     refuse_refresh: bool = False
+    refuse_code: bool = False
+    """Refuse every code exchange (``invalid_grant``)."""
+    reject_tokens: bool = False
+    """Answer 401 to every token (a server that changed its mind)."""
+    fixed_token: str | None = None
+    """The access token to issue (else a random one)."""
+    fixed_code: str | None = None
+    """The authorization code to issue (else a random one)."""
     wrong_state: bool = False
     deny: bool = False
     withheld: set[str] = field(default_factory=set)
@@ -189,7 +197,7 @@ class _Handler(BaseHTTPRequestHandler):
         if world.deny:
             args = {"error": "access_denied", "state": q.get("state", "")}
         else:
-            code = secrets.token_urlsafe(16)
+            code = world.fixed_code or secrets.token_urlsafe(16)
             with world.lock:
                 world.codes[code] = q
             state = "forged" if world.wrong_state else q.get("state", "")
@@ -240,7 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             verifier = form.get("code_verifier", "")
             digest = hashlib.sha256(verifier.encode()).digest()
             challenge = base64.urlsafe_b64encode(digest).decode().rstrip("=")
-            if asked is None or asked.get("code_challenge") != challenge:
+            if world.refuse_code or asked is None or asked.get("code_challenge") != challenge:
                 self._error(400, "invalid_grant", seen)
                 return
             scope = asked.get("scope", "")
@@ -257,7 +265,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "unsupported_grant_type", seen)
             return
         scope = " ".join(s for s in scope.split() if s not in world.withheld)
-        token = f"at~{secrets.token_hex(8)}"
+        token = world.fixed_token or f"at~{secrets.token_hex(8)}"
         answer: dict[str, Any] = {"access_token": token, "token_type": "Bearer"}
         with world.lock:
             world.tokens[token] = scope.split()
@@ -283,7 +291,10 @@ class _Handler(BaseHTTPRequestHandler):
             params = [f'resource_metadata="{world.base}/.well-known/oauth-protected-resource/mcp"']
             if not world.prm:
                 params = ['error="invalid_token"']
-            if scopes is None:
+            if scopes is None or world.reject_tokens:
+                if world.echo_secrets:
+                    self._error(401, "invalid_token", seen)
+                    return
                 if world.challenge_scope:
                     params.append(f'scope="{world.challenge_scope}"')
                 self._answer(
