@@ -282,10 +282,6 @@ def test_available_memory_reads_mem_available(tmp_path: Path) -> None:
     meminfo.write_text("MemTotal:  16000000 kB\nMemFree: 100 kB\nMemAvailable:   7340032 kB\n")
     found = llamacpp.available_memory(meminfo)
     assert found is not None and found <= 7340032 * 1024  # a cgroup limit may leave less
-    assert (
-        llamacpp.available_memory(tmp_path / "missing") is None
-        or Path("/sys/fs/cgroup/memory.max").is_file()
-    )
 
 
 @pytest.mark.parametrize("build", [llamacpp.PY_BUILD, llamacpp.NATIVE_BUILD], ids=["py", "native"])
