@@ -200,10 +200,10 @@ def test_the_configs_options_are_every_calls_defaults(isolated_config: Path) -> 
 
 def test_a_bad_options_table_is_a_config_error_at_connect(isolated_config: Path) -> None:
     write_config(isolated_config, "[options]\nmax_tokens = -1\n")
-    with pytest.raises(ConfigError, match="options.max_tokens"):
+    with pytest.raises(ConfigError, match=r"options\.max_tokens"):
         ollm_lite.connect()
-    with pytest.raises(ConfigError, match="options.max_tokens"):
+    with pytest.raises(ConfigError, match=r"options\.max_tokens"):
         ollm_lite.connect(ScriptedProvider(["x"]), model="m")  # no TypeError, no late failure
     write_config(isolated_config, "[options]\nkeep_alive = '5m'\n")
-    with pytest.raises(ConfigError, match="options.keep_alive: unknown key"):
+    with pytest.raises(ConfigError, match=r"options\.keep_alive: unknown key"):
         ollm_lite.connect(ScriptedProvider(["x"]), model="m")
