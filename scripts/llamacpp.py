@@ -728,8 +728,14 @@ DEFAULT_PORT = 8080
 
 
 def port_is_free(port: int) -> bool:
-    """Whether a server could listen on ``127.0.0.1:port`` now."""
+    """Whether a server could listen on ``127.0.0.1:port`` now.
+
+    Probed as the servers bind it, with ``SO_REUSEADDR`` (llama.cpp's ``llama-server`` and
+    uvicorn set it): connections of a server just stopped that linger in ``TIME_WAIT`` do not
+    keep a new server off the port, so they must not count as taken here.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -1021,19 +1027,110 @@ def config_file(env: dict[str, str] | None = None) -> Path:
     return base / "ollm" / "config.toml"
 
 
+#: The longest answer (tokens) of every call that sets none, in the file ``start`` writes: a
+#: small model on a CPU then answers in seconds instead of running to its context window.
+ANSWER_LIMIT = 512
+
+
+def marker_line(info: ServerInfo) -> str:
+    """The first line of the file ``start`` writes: who wrote it, for which server."""
+    return f"{CONFIG_MARKER} --server {info.server} (pid {info.pid}): the llama.cpp server"
+
+
 def config_text(info: ServerInfo) -> str:
     """ollm configuration (TOML) that makes ``info``'s server and model the default."""
     return (
-        f"{CONFIG_MARKER} --server {info.server} (pid {info.pid}): the llama.cpp server\n"
-        "# of the quick start. Each `start` rewrites this file while this line is first; edit\n"
-        "# or remove the line to keep your own settings.\n"
+        f"{marker_line(info)}\n"
+        "# of the quick start. While this line is first, each `start` updates the lines that\n"
+        "# name the server (provider, model, base_url) and keeps everything else; remove the\n"
+        "# line and `start` leaves the file alone.\n"
         'provider = "llamacpp"\n'
         f'model = "{info.model}"\n'
         "[providers.llamacpp]\n"
         f'base_url = "{info.base_url}"\n'
         "# A CPU server reads a long prompt before it sends a byte: minutes on a busy machine.\n"
         "timeout = 600\n"
+        "[options]\n"
+        "# The longest answer in tokens when a call sets none (remove the line: no limit).\n"
+        f"max_tokens = {ANSWER_LIMIT}\n"
     )
+
+
+#: The lines ``start`` owns in its file: (table, key) → the value for a server. ``None`` is
+#: the top level. Every other line — a table or key added since, a comment, a value changed
+#: by hand (``timeout``, ``max_tokens``) — is the user's and stays as it is.
+def owned_values(info: ServerInfo) -> dict[tuple[str | None, str], str]:
+    return {
+        (None, "provider"): '"llamacpp"',
+        (None, "model"): json.dumps(info.model),
+        ("providers.llamacpp", "base_url"): json.dumps(info.base_url),
+    }
+
+
+_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)(.*?)\s*$")
+
+
+def update_config_text(text: str, info: ServerInfo) -> tuple[str, list[str]]:
+    """``text`` (a file ``start`` wrote, edited since) pointing at ``info``'s server.
+
+    Only the marker line and the owned lines change (a missing one is added); everything
+    else stays as it is, byte for byte.
+
+    Returns:
+        The new text and what changed, one ``key: old -> new`` entry each.
+    """
+    wanted = owned_values(info)
+    lines = text.splitlines(keepends=True)
+    changes: list[str] = []
+    seen: set[tuple[str | None, str]] = set()
+    table: str | None = None
+    top_end = len(lines)  # where a missing top-level key goes: before the first table
+    table_end: dict[str, int] = {}
+    out: list[str] = []
+    for number, line in enumerate(lines):
+        if number == 0:
+            out.append(marker_line(info) + "\n")
+            continue
+        header = _TABLE.match(line)
+        if header and not line.lstrip().startswith("[["):
+            if table is None:
+                top_end = len(out)
+            table = header.group(1).replace(" ", "").replace('"', "")
+            out.append(line)
+            table_end[table] = len(out)
+            continue
+        found = _KEY.match(line)
+        key = (table, found.group(2)) if found else None
+        if key is not None and found is not None and key in wanted and key not in seen:
+            seen.add(key)
+            old = re.sub(r"\s+#.*$", "", found.group(4))
+            if old != wanted[key]:
+                changes.append(f"{found.group(2)}: {old} -> {wanted[key]}")
+            ending = "\n" if line.endswith("\n") else ""
+            out.append(f"{found.group(1)}{found.group(2)}{found.group(3)}{wanted[key]}{ending}")
+        else:
+            out.append(line)
+        if table is not None:
+            table_end[table] = len(out)
+    if out and not out[-1].endswith("\n"):
+        out[-1] += "\n"
+    missing = [key for key in wanted if key not in seen]
+    # Insert from the end backwards so earlier positions stay valid.
+    inserts: list[tuple[int, str]] = []
+    for key in missing:
+        where, name = key
+        entry = f"{name} = {wanted[key]}\n"
+        changes.append(f"{name}: added {wanted[key]}")
+        if where is None:
+            inserts.append((top_end if table is not None else len(out), entry))
+        elif where in table_end:
+            inserts.append((table_end[where], entry))
+        else:
+            inserts.append((len(out) + 1, f"[{where}]\n{entry}"))
+    for position, entry in sorted(inserts, key=lambda item: item[0], reverse=True):
+        out.insert(min(position, len(out)), entry)
+    return "".join(out), changes
 
 
 def config_env(info: ServerInfo) -> str:
@@ -1047,20 +1144,83 @@ def config_env(info: ServerInfo) -> str:
 def write_config(info: ServerInfo, path: Path | None = None) -> bool:
     """Point the ollm configuration at ``info``'s server (atomically).
 
-    Writes ``path`` (default :func:`config_file`) when it does not exist or was written by
-    this script; a configuration of the user's own is left untouched.
+    See :func:`configure`; a configuration of the user's own is left untouched.
 
     Returns:
         Whether the file was written.
     """
+    return configure(info, path) is not None
+
+
+@dataclass(frozen=True)
+class ConfigUpdate:
+    """What :func:`configure` did to the configuration file."""
+
+    whole: bool
+    """Written whole (there was no file, or one exactly as ``start`` writes it)."""
+    changes: tuple[str, ...] = ()
+    """Otherwise: the server's lines that changed, ``key: old -> new`` each."""
+
+
+def configure(info: ServerInfo, path: Path | None = None) -> ConfigUpdate | None:
+    """Point the ollm configuration at ``info``'s server (atomically).
+
+    A missing file, or one still exactly as ``start`` writes it, gets :func:`config_text`. A
+    file ``start`` wrote and the user edited since (``ollm-lite logs on``, an
+    ``[mcp.servers.NAME]`` table) keeps every line but those that name the server
+    (:func:`update_config_text`). A file of the user's own (no marker line) is not touched.
+
+    Returns:
+        What was done, or ``None`` when the file was left alone.
+    """
     path = config_file() if path is None else path
     try:
-        if path.exists() and not path.read_text().startswith(CONFIG_MARKER):
-            return False
-        _atomic_write(path, config_text(info))
+        old = path.read_text() if path.exists() else None
+        if old is None or _pure(old):
+            _atomic_write(path, config_text(info))
+            return ConfigUpdate(whole=True)
+        if not old.startswith(CONFIG_MARKER):
+            return None
+        text, changes = update_config_text(old, info)
+        if not _points_at(text, info):
+            say(f"{path}: could not update the server's lines; left alone")
+            return None
+        _atomic_write(path, text)
     except OSError as exc:
         raise ScriptError(f"cannot write {path}: {exc}") from exc
-    return True
+    return ConfigUpdate(whole=False, changes=tuple(changes))
+
+
+def _pure(text: str) -> bool:
+    """Whether ``text`` is a file ``start`` wrote and nobody edited since (for any server)."""
+    if not text.startswith(CONFIG_MARKER):
+        return False
+    named = re.search(r"--server (\w+) \(pid (\d+)\)", text.partition("\n")[0])
+    model = re.search(r'^model = "([^"\n]*)"$', text, re.M)
+    url = re.search(r'^base_url = "([^"\n]*)"$', text, re.M)
+    if not (named and model and url):
+        return False
+    kind = "native" if named.group(1) == "native" else "py"
+    port = int(url.group(1).rsplit(":", 1)[-1]) if url.group(1)[-1:].isdigit() else 0
+    again = ServerInfo(int(named.group(2)), port, url.group(1), kind, 0, "", model.group(1))
+    return text == config_text(again)
+
+
+def _points_at(text: str, info: ServerInfo) -> bool:
+    """Whether ``text`` is TOML that selects ``info``'s server and model."""
+    import tomllib  # Python 3.11+: the standard library reads TOML
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    section = data.get("providers", {}).get("llamacpp", {})
+    return (
+        data.get("provider") == "llamacpp"
+        and data.get("model") == info.model
+        and isinstance(section, dict)
+        and section.get("base_url") == info.base_url
+    )
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -1074,11 +1234,13 @@ def _claim_record(root: Path, pid: int) -> Path:
     return _run_dir(root) / f"{pid}.config"  # not *.json: those are server records
 
 
-def claim_config(info: ServerInfo, path: Path | None = None, *, root: Path | None = None) -> bool:
-    """:func:`write_config`, remembering what the file held before so ``stop`` can put it back.
+def claim_config(
+    info: ServerInfo, path: Path | None = None, *, root: Path | None = None
+) -> ConfigUpdate | None:
+    """:func:`configure`, remembering what the file held before so ``stop`` can put it back.
 
     Returns:
-        Whether the file was written.
+        What was done, or ``None`` when the file was left alone.
     """
     path = config_file() if path is None else path
     root = cache_root() if root is None else root
@@ -1086,20 +1248,25 @@ def claim_config(info: ServerInfo, path: Path | None = None, *, root: Path | Non
         before = path.read_text() if path.is_file() else None
     except OSError as exc:
         raise ScriptError(f"cannot read {path}: {exc}") from exc
-    if not write_config(info, path):
-        return False
-    claim = {"path": str(path), "written": config_text(info), "before": before}
+    update = configure(info, path)
+    if update is None:
+        return None
+    try:
+        written = path.read_text()
+    except OSError as exc:
+        raise ScriptError(f"cannot read {path}: {exc}") from exc
+    claim = {"path": str(path), "written": written, "before": before}
     _claim_record(root, info.pid).write_text(json.dumps(claim) + "\n")
-    return True
+    return update
 
 
 def release_config(pid: int, root: Path | None = None) -> None:
     """Take back the configuration ``start`` wrote for server ``pid``.
 
     A file still holding exactly what ``start`` wrote goes back to what was there before:
-    removed when there was nothing, the previous text when that named a server still running
-    (a file naming a stopped server is removed). A file edited since, or rewritten by a later
-    ``start``, is left alone.
+    removed when there was nothing or only ``start``'s own text for a stopped server; the
+    previous text when that was the user's, edited by the user, or named a server still
+    running. A file edited since, or rewritten by a later ``start``, is left alone.
     """
     root = cache_root() if root is None else root
     record = _claim_record(root, pid)
@@ -1114,7 +1281,7 @@ def release_config(pid: int, root: Path | None = None) -> None:
         if not path.is_file() or path.read_text() != written:
             say(f"{path} changed since `start` wrote it: left alone")
             return
-        if before is not None and _names_a_live_server(before, root):
+        if before is not None and (not _pure(before) or _names_a_live_server(before, root)):
             _atomic_write(path, before)
             say(f"restored {path} as it was before this server started")
         else:
@@ -1135,8 +1302,12 @@ def _names_a_live_server(text: str, root: Path) -> bool:
 def announce(info: ServerInfo, *, config: bool = True, root: Path | None = None) -> None:
     """Tell the user where the server runs and how the library finds it."""
     path = config_file()
-    if config and claim_config(info, path, root=root):
+    update = claim_config(info, path, root=root) if config else None
+    if update is not None and update.whole:
         say(f"wrote {path}: ollm_lite, `ollm-lite` and the examples now use this server")
+    elif update is not None:
+        changed = "; ".join(update.changes) or "nothing: it already named this server"
+        say(f"updated {path}, keeping your other settings; changed {changed}")
     elif config:
         say(f"{path} is your own: left alone; add the lines below or use the export line")
         for line in config_text(info).splitlines()[3:]:

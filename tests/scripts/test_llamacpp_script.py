@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -815,3 +816,139 @@ def test_real_start_outlives_the_command_and_stop(tmp_path: Path) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert llamacpp.http_status(info["base_url"] + "/health") is None
     assert not _alive(info["pid"])
+
+
+# --------------------------------------------------------------------------- the user's lines
+
+USERS_LINES = '[log]\nenabled = true\n\n[mcp.servers.time]\ncommand = ["mcp-server-time"]\n'
+
+
+def test_start_keeps_what_the_user_added_and_says_what_it_changed(
+    started: Callable[..., dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`logs on` and an MCP server added to start's file survive stop and the next start; the
+    next start changes only the server's lines and says so (before: the whole file rewritten,
+    the call log turned off without a word)."""
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    first = started("--port", "0")
+    config.write_text(config.read_text() + USERS_LINES)
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert config.read_text().endswith(USERS_LINES)  # edited since: left alone
+    capsys.readouterr()
+    second = started("--port", "0")
+    err = capsys.readouterr().err
+    text = config.read_text()
+    assert text.endswith(USERS_LINES)
+    assert f'base_url = "{second["base_url"]}"' in text and first["base_url"] not in text
+    assert f"(pid {second['pid']})" in text.splitlines()[0]
+    assert (
+        f"updated {config}, keeping your other settings; changed base_url: "
+        f'"{first["base_url"]}" -> "{second["base_url"]}"'
+    ) in err
+    loaded = load_config()
+    assert loaded.log == {"enabled": True} and "time" in loaded.mcp_servers
+    assert loaded.providers["openai-compatible"].base_url == second["base_url"]
+    assert loaded.options == {"max_tokens": llamacpp.ANSWER_LIMIT}
+    assert validate_config(loaded) == []
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert config.read_text().endswith(USERS_LINES)  # never removed: the user's lines stay
+
+
+def test_a_removed_answer_limit_stays_removed(
+    started: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """A line start offered and the user took out (``max_tokens``) is not put back."""
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    started("--port", "0")
+    config.write_text(config.read_text().replace(f"max_tokens = {llamacpp.ANSWER_LIMIT}\n", ""))
+    started("--port", "0")
+    assert "max_tokens" not in config.read_text()
+    assert load_config().options == {}
+    assert llamacpp.main(["stop", "--all"]) == 0
+
+
+@settings(max_examples=40)
+@given(
+    extra=st.lists(
+        st.tuples(
+            st.sampled_from(["log", "mcp.servers.git", "options", "providers.llamacpp", None]),
+            st.sampled_from(["enabled", "path", "command", "timeout", "temperature", "x_y"]),
+            st.sampled_from(["true", "1", '"a # b"', "[1, 2]", "0.5"]),
+        ),
+        max_size=6,
+    ),
+    drop=st.sets(st.sampled_from(["provider", "model", "base_url"])),
+    port=st.integers(1024, 65535),
+)
+def test_update_keeps_every_other_line_and_points_at_the_new_server(
+    extra: list[tuple[str | None, str, str]], drop: set[str], port: int
+) -> None:
+    """Whatever the user added, and whichever server line they removed, the update is TOML
+    that names the new server, with every line of theirs kept as it was."""
+    text = llamacpp.config_text(_info(5555))
+    text = "".join(
+        line for line in text.splitlines(keepends=True) if line.split(" =")[0] not in drop
+    )
+    users: list[str] = []
+    tables: set[str] = set()
+    for table, key, value in extra:
+        if table is None or table in ("providers.llamacpp", "options") or table in tables:
+            continue  # a new table only, as TOML allows each table once
+        tables.add(table)
+        users += [f"[{table}]\n", f"{key} = {value}\n"]
+    text += "".join(users)
+    new, changes = llamacpp.update_config_text(text, _info(port))
+    assert llamacpp._points_at(new, _info(port))
+    assert "".join(users) in new
+    for line in text.splitlines(keepends=True)[1:]:
+        if line.split(" =")[0] not in ("provider", "model", "base_url"):
+            assert line in new
+    assert any("base_url" in change for change in changes) == ("base_url" in drop or port != 5555)
+
+
+def test_a_port_with_connections_in_time_wait_is_free() -> None:
+    """A server just stopped leaves its connections in TIME_WAIT: the port is free to listen
+    on (with SO_REUSEADDR, as servers bind), so a restart stays on it (before: it moved)."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server side closes first: its end waits in TIME_WAIT
+        client.recv(1)
+        client.close()
+    assert llamacpp.port_is_free(port)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        assert not llamacpp.port_is_free(port)  # a listener still holds it
+
+
+def test_the_quick_starts_requests_carry_the_answer_limit(tmp_path: Path) -> None:
+    """The configuration start writes sets ``[options] max_tokens``: a script's ``ask`` and
+    ``ollm-lite chat`` both send it (before: the script API sent no limit at all)."""
+    from support.cli_support import cli_env, run
+    from support.openai_support import text_transcript
+    from support.transport_support import serve as serve_raw, stream_script
+
+    import ollm_lite
+
+    chat = stream_script(text_transcript(), keep_alive=True)
+    with serve_raw({("POST", "/v1/chat/completions"): chat}, keep_alive=True) as server:
+        info = llamacpp.ServerInfo(
+            pid=1, port=server.port, base_url=server.url, server="py", ctx=4096, log="x"
+        )
+        path = tmp_path / "ollm" / "config.toml"
+        assert llamacpp.write_config(info, path)
+        with ollm_lite.connect(config=path) as llm:
+            assert llm.ask("Write a haiku about the sea.")
+            llm.ask("Longer?", max_tokens=900)  # a call's own limit wins
+        env = cli_env(tmp_path, OLLM_CONFIG=str(path))
+        out = run(tmp_path, "chat", "Write a haiku about the sea.", env=env)
+        assert out.returncode == 0, out.stderr
+        bodies = [json.loads(r.body) for r in server.requests if r.path == "/v1/chat/completions"]
+    limits = [body.get("max_tokens", body.get("max_completion_tokens")) for body in bodies]
+    assert limits == [llamacpp.ANSWER_LIMIT, 900, llamacpp.ANSWER_LIMIT]
