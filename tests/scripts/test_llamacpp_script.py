@@ -952,3 +952,49 @@ def test_the_quick_starts_requests_carry_the_answer_limit(tmp_path: Path) -> Non
         bodies = [json.loads(r.body) for r in server.requests if r.path == "/v1/chat/completions"]
     limits = [body.get("max_tokens", body.get("max_completion_tokens")) for body in bodies]
     assert limits == [llamacpp.ANSWER_LIMIT, 900, llamacpp.ANSWER_LIMIT]
+
+
+@pytest.mark.integration
+def test_real_restart_keeps_the_users_lines_and_port(tmp_path: Path) -> None:
+    """Against the real py server: the user's `[log]` and MCP lines survive `stop` and the next
+    `start`, which prints what it changed; a restart right after `stop` gets the same port."""
+    built = llamacpp.cache_root() / "servers"
+    if not (
+        llamacpp.PY_BUILD.complete(llamacpp.cache_root())
+        and llamacpp.gguf_path(llamacpp.cache_root()).is_file()
+    ):
+        pytest.skip(
+            "!!! REAL llama-cpp-python SERVER NOT BUILT: run scripts/llamacpp.py install !!!"
+        )
+    cache = tmp_path / "cache"  # its own run/ and logs/; the builds are the shared ones
+    cache.mkdir()
+    (cache / "servers").symlink_to(built)
+    config = tmp_path / "ollm" / "config.toml"
+    env = dict(os.environ, OLLM_LITE_CACHE=str(cache), OLLM_CONFIG=str(config))
+    script = str(SCRIPTS / "llamacpp.py")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, script, *args], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    port = llamacpp.free_port()
+    first = json.loads(cli("start", "--server", "py", "--port", str(port)).stdout)
+    try:
+        config.write_text(config.read_text() + USERS_LINES)
+    finally:
+        cli("stop", "--all")
+    again = cli("start", "--server", "py", "--port", str(port))
+    second = json.loads(again.stdout)
+    try:
+        assert second["port"] == first["port"] == port
+        text = config.read_text()
+        assert text.endswith(USERS_LINES) and f"(pid {second['pid']})" in text
+        assert f"updated {config}, keeping your other settings" in again.stderr
+        assert llamacpp.port_is_free(port) is False
+    finally:
+        cli("stop", "--all")
+    assert config.read_text().endswith(USERS_LINES)
+    assert llamacpp.port_is_free(port)  # right after stop, TIME_WAIT or not
