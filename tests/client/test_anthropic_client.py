@@ -215,3 +215,22 @@ def test_gemini_signatures_survive_save_load_and_a_new_client(tmp_path: Path) ->
             loaded.ask("Thanks")
     sent = [p for c in bodies[2]["contents"] for p in c["parts"] if "functionCall" in p]
     assert [p.get("thoughtSignature") for p in sent] == ["R0VN"]
+
+
+def test_think_as_a_token_budget(server: Any) -> None:
+    """``think=<int>`` is a thinking budget (the Messages API's ``budget_tokens``); other wires
+    refuse it with CONFIG_INVALID rather than send it."""
+    server.recorder.answers += [BASIC]
+    with connect(server.url) as llm:
+        assert llm.ask("Hello", think=2048) == "Hello!"
+    body = server.recorder.bodies[0]
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert body["max_tokens"] == 2048 + 4096
+    from ollm_lite.errors import ConfigError
+    from ollm_lite.providers._ollama_wire import chat_body as ollama_body
+    from ollm_lite.types import Message, ProviderRequest
+
+    with pytest.raises(ConfigError):
+        ollama_body(ProviderRequest("m", [Message.user("x")], think=2048))
+    with pytest.raises(ConfigError):
+        connect(server.url).ask("Hello", think=0)
