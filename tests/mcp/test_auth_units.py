@@ -99,6 +99,11 @@ def test_token_endpoint_authentication(
     assert choose_auth_method(listed, secret, registered) == chosen
 
 
+@pytest.mark.parametrize(("secret", "chosen"), [(True, "client_secret_basic"), (False, "none")])
+def test_an_empty_list_of_methods_is_none_listed(secret: bool, chosen: str) -> None:
+    assert choose_auth_method([], secret, None) == chosen
+
+
 def test_only_key_based_methods_listed_is_refused() -> None:
     with pytest.raises(AuthenticationError, match="private_key_jwt"):
         choose_auth_method(["private_key_jwt"], True, None)
