@@ -22,6 +22,7 @@ from ollm_lite.cli import _mcp as mcp_cli
 from ollm_lite.config import load_config
 from ollm_lite.errors import AuthenticationError, RequestTimeout
 from ollm_lite.mcp.auth import flow
+from ollm_lite.mcp.server import from_config
 
 
 @pytest.fixture(autouse=True)
@@ -196,3 +197,37 @@ def test_without_a_browser_the_url_is_printed_on_stderr(
         thread.join(10)
     err = capsys.readouterr().err
     assert f"{server.world.base}/authorize?" in err
+
+
+def test_mcp_login_asks_for_the_scope_a_server_used_by_name_was_refused(
+    server: OAuthServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = server.world
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        f'[mcp.servers.guarded]\nurl = "{server.url}"\nauth = "login"\nscope = "mcp:read"\n'
+    )
+    monkeypatch.setattr(webbrowser, "open", lambda url, *a, **k: follow(url) or True)
+    assert mcp_cli.login("guarded", load_config(cfg), io.StringIO()) == 0
+    world.method_scopes = {"tools/call": ["mcp:write"]}  # the server now wants more
+    with from_config("guarded", load_config(cfg)) as mcp:
+        result = mcp.call_tool("whoami")
+    assert not result.ok and result.error is not None
+    assert "ollm-lite mcp login guarded" in result.error.message
+    assert "mcp:write" in result.error.message
+    assert world.count("/authorize") == 1  # no browser for a server used by name
+    assert mcp_cli.login("guarded", load_config(cfg), io.StringIO()) == 0
+    assert [s.query.get("scope") for s in world.seen if s.path == "/authorize"] == [
+        "mcp:read",
+        "mcp:read mcp:write",
+    ]
+    with from_config("guarded", load_config(cfg)) as mcp:
+        assert mcp.call_tool("whoami").ok
+
+
+def test_a_server_without_s256_is_refused_before_anyone_signs_in(server: OAuthServer) -> None:
+    server.world.pkce_methods = ["plain"]
+    shown: list[str] = []
+    with pytest.raises(AuthenticationError) as caught:
+        McpServer.http(server.url, auth=McpAuth.login(open_url=shown.append))
+    assert "S256" in caught.value.message and shown == []

@@ -73,6 +73,8 @@ class OAuthWorld:
     echo_scope: bool = True
     """Whether its token answers name the scope granted (RFC 6749 §5.1: optional when it is
     the one asked for)."""
+    pkce_methods: list[str] = field(default_factory=lambda: ["S256"])
+    """Its ``code_challenge_methods_supported``."""
     prm_path: str | None = None
     """Publish the resource metadata only there (named by the challenge alone)."""
     withheld: set[str] = field(default_factory=set)
@@ -169,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "issuer": base,
                 "authorization_endpoint": f"{base}/authorize",
                 "token_endpoint": f"{base}/token",
-                "code_challenge_methods_supported": ["S256"],
+                "code_challenge_methods_supported": world.pkce_methods,
             }
             if world.registration:
                 meta["registration_endpoint"] = f"{base}/register"

@@ -178,7 +178,8 @@ class Authorizer:
             wanted = challenge.scope or _joined(found.scopes_supported)
             scope = union_scopes(self._asked, held if isinstance(held, str) else None, wanted)
             logger.debug("%s: insufficient scope; authorizing again for %s", self.label, scope)
-            self._authorize(found, scope, stop)
+            self._remember_needed(scope, stop)
+            self._authorize(found, scope, stop, f"the server asks for the scope {scope}")
         return True
 
     def sign_in(self, stop: threading.Event) -> None:
@@ -194,11 +195,12 @@ class Authorizer:
             if not challenge.bearer:
                 challenge = Challenge(bearer=True)
             found = self._discover(challenge, stop)
-            stored = self.store.find(self.server_url, self._identity)
-            held = stored.get("scope") if stored else None
+            stored = self.store.find(self.server_url, self._identity) or {}
+            held, needed = stored.get("scope"), stored.get("needed_scope")
             scope = union_scopes(
                 self.auth.scope or challenge.scope or _joined(found.scopes_supported),
                 held if isinstance(held, str) else None,
+                needed if isinstance(needed, str) else None,
             )
             self._authorize(found, scope, stop)
 
@@ -214,7 +216,13 @@ class Authorizer:
             self._client = known_client(self.auth, found, self.store, self.redact, self.label)
         return self._client
 
-    def _authorize(self, found: Discovered, scope: str | None, stop: threading.Event) -> None:
+    def _authorize(
+        self,
+        found: Discovered,
+        scope: str | None,
+        stop: threading.Event,
+        why: str = "no valid token is stored, or the server refused its refresh",
+    ) -> None:
         """A new authorization (no refresh): client credentials, or a person signing in."""
         self._asked = scope
         if self.auth.grant == "client_credentials":
@@ -231,8 +239,7 @@ class Authorizer:
         command = self.auth.login_command
         if command is not None:
             raise AuthenticationError(
-                f"{self.label} needs a person to sign in (no valid token is stored, or the "
-                f"server refused its refresh): run `{command}`",
+                f"{self.label} needs a person to sign in ({why}): run `{command}`",
                 details={"command": command, "server_url": self.server_url},
             )
         self._login(found, scope, stop)
@@ -243,6 +250,14 @@ class Authorizer:
             raise AuthenticationError(
                 f"the authorization server {found.issuer} of {self.label} publishes no "
                 "authorization_endpoint: a person cannot sign in there",
+                details={"issuer": found.issuer},
+            )
+        methods = found.metadata.get("code_challenge_methods_supported")
+        if isinstance(methods, list) and "S256" not in methods:
+            raise AuthenticationError(
+                f"the authorization server {found.issuer} of {self.label} does not offer PKCE "
+                f"with S256 (it lists {', '.join(map(str, methods)) or 'none'}): no sign-in "
+                "without it",
                 details={"issuer": found.issuer},
             )
         port = self.auth.redirect_port
@@ -349,6 +364,18 @@ class Authorizer:
         raise AuthenticationError(
             f"{message}: nothing was exchanged (RFC 9207)", details={"issuer": found.issuer}
         )
+
+    def _remember_needed(self, scope: str | None, stop: threading.Event) -> None:
+        """Keep the scope a step-up asks for with the stored token: a server used by name
+        cannot ask a person, and ``ollm-lite mcp login`` then asks for it."""
+        entry = self._entry
+        if entry is None or not scope:
+            return
+        key = token_key(str(entry.get("resource")), str(entry.get("client_id")))
+        with self.store.locked(stop) as data:
+            stored = data["tokens"].get(key)
+            if isinstance(stored, dict):
+                stored["needed_scope"] = scope
 
     def _show(self, url: str) -> None:
         """Hand the authorization URL to ``open_url``, else the browser, else stderr."""
