@@ -261,6 +261,8 @@ class HttpTransport:
             if status not in (401, 403):
                 raise failure
             if status in retried:
+                if status == 403 and self._auth is not None:
+                    self._auth.step_up_refused(failure.details.get("www_authenticate"))
                 raise self._refused(failure)
             if self._auth is None:
                 raise self._sign_in_required(failure)

@@ -231,3 +231,21 @@ def test_a_server_without_s256_is_refused_before_anyone_signs_in(server: OAuthSe
     with pytest.raises(AuthenticationError) as caught:
         McpServer.http(server.url, auth=McpAuth.login(open_url=shown.append))
     assert "S256" in caught.value.message and shown == []
+
+
+def test_a_scope_refused_after_a_step_up_is_not_asked_again(server: OAuthServer) -> None:
+    world = server.world
+    world.method_scopes = {"tools/call": ["mcp:admin"]}
+    world.withheld = {"mcp:admin"}
+    shown: list[str] = []
+
+    def person(url: str) -> None:
+        shown.append(url)
+        follow(url)
+
+    with McpServer.http(server.url, auth=McpAuth.login(open_url=person)) as mcp:
+        first, second = mcp.call_tool("whoami"), mcp.call_tool("whoami")
+    assert not first.ok and not second.ok and second.error is not None
+    assert second.error.details["code"] == "LLM_AUTH_FAILED"
+    assert "mcp:admin" in second.error.message
+    assert len(shown) == 2  # the first sign-in and one step-up; the second call asks nobody

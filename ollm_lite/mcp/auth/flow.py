@@ -101,6 +101,7 @@ class Authorizer:
         self._entry: dict[str, Any] | None = None
         self._asked: str | None = None
         self._lock = threading.Lock()
+        self._refused: set[str] = set()
         self._person_lock = threading.Lock()
         self._person_total = 0.0
         self._person_since: float | None = None
@@ -170,6 +171,14 @@ class Authorizer:
         challenge = parse_challenge(www_authenticate)
         if challenge.error != "insufficient_scope":
             return False
+        named = set((challenge.scope or "").split())
+        if named and named <= self._refused:
+            raise AuthenticationError(
+                f"{self.label} needs the scope {challenge.scope}, which its authorization "
+                "server did not grant when this connection asked for it (not asked again)",
+                status=403,
+                details={"scope": challenge.scope, "server_url": self.server_url},
+            )
         with self._locked(stop):
             if self._newer_than(sent):
                 return True
@@ -181,6 +190,13 @@ class Authorizer:
             self._remember_needed(scope, stop)
             self._authorize(found, scope, stop, f"the server asks for the scope {scope}")
         return True
+
+    def step_up_refused(self, www_authenticate: str | None) -> None:
+        """The server answered ``403`` again after a step-up: the scopes it names are not
+        asked for again on this connection (a person would be asked on every call)."""
+        scope = parse_challenge(www_authenticate).scope
+        if scope:
+            self._refused.update(scope.split())
 
     def sign_in(self, stop: threading.Event) -> None:
         """Sign in now, whether or not a token is stored (``ollm-lite mcp login``).
