@@ -121,3 +121,10 @@ def test_pkce_s256_and_fresh_values() -> None:
 def test_union_of_scopes_keeps_order_once() -> None:
     assert union_scopes("a b", None, "b c") == "a b c"
     assert union_scopes(None, "") is None
+
+
+def test_the_redirect_keeps_its_code_out_of_repr() -> None:
+    from ollm_lite.mcp.auth.listener import Redirect
+
+    got = Redirect("the~code", "st", None, None, "https://as.example")
+    assert "the~code" not in repr(got) and "st" in repr(got)

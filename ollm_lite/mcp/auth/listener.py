@@ -12,7 +12,7 @@ from __future__ import annotations
 import http.server
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -35,7 +35,7 @@ _FAILED_PAGE = (
 class Redirect:
     """What the authorization server sent back (RFC 6749 §4.1.2)."""
 
-    code: str | None
+    code: str | None = field(repr=False)  # a secret: never shown
     state: str | None
     error: str | None
     error_description: str | None
