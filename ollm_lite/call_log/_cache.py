@@ -22,7 +22,7 @@ from ._records import tool_call_from_dict
 from ._schema import NewerSchema
 
 if TYPE_CHECKING:
-    from ._writer import LogFile
+    from ._writer import LogFile, LogWait
 
 __all__ = ["cache_key", "cached_events", "lookup"]
 
@@ -46,16 +46,18 @@ def cache_key(log: Connection, request: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def lookup(file: LogFile, key: str, budget: float) -> dict[str, Any] | None:
-    """The latest good answer logged for ``key``, or ``None`` (a log that cannot be read is
-    a miss: the request goes to the server)."""
+def lookup(file: LogFile, key: str, wait: LogWait) -> dict[str, Any] | None:
+    """The latest good answer logged for ``key``, or ``None`` (a log that cannot be read in
+    the time ``wait`` leaves is a miss: the request goes to the server)."""
+
+    def latest(db: sqlite3.Connection, _: object) -> Any:
+        return db.execute(
+            "SELECT answer FROM turns WHERE cache_key = ? AND ok = 1 ORDER BY rowid DESC LIMIT 1",
+            (key,),
+        ).fetchone()
+
     try:
-        with file.connection(max(0.0, budget)) as db:
-            row = db.execute(
-                "SELECT answer FROM turns WHERE cache_key = ? AND ok = 1 "
-                "ORDER BY rowid DESC LIMIT 1",
-                (key,),
-            ).fetchone()
+        row = file.run(latest, wait)
     except (sqlite3.Error, OSError, NewerSchema) as exc:
         logger.debug("cache lookup in %s failed: %s", file.path, exc)
         return None

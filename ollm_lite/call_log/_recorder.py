@@ -39,7 +39,7 @@ from ..types import (
 from ..types._event_fold import EventFold
 from ._cache import cache_key, cached_events, lookup
 from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
-from ._writer import MAX_BUSY, LogFile
+from ._writer import LogFile, LogWait
 
 if TYPE_CHECKING:
     from ..client._prepare import Call
@@ -204,7 +204,7 @@ class Recorder:
         self.messages: list[dict[str, Any]] = []
         self.options: dict[str, Any] = {}
         secret: list[str] = []  # this call's own: its header values, its MCP servers' secrets
-        self.deadline: float | None = None
+        self.log_wait = LogWait()  # the call's look-ups and write share one allowance
         self.from_call = call is not None
         if call is not None:
             settings = call.settings
@@ -219,6 +219,20 @@ class Recorder:
         self.mask = logger.masker([v for v in secret if isinstance(v, str)])
         self._lock = threading.Lock()
         self.done = False
+
+    @property
+    def deadline(self) -> float | None:
+        """The call's deadline (``time.monotonic()``), which no wait for the log passes."""
+        return self.log_wait.deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self.log_wait.deadline = value
+
+    def lookup(self, key: str) -> dict[str, Any] | None:
+        """The logged answer to a turn of this identity (``None``: a miss, also when the log
+        cannot be read in the time the call has left for it)."""
+        return lookup(self.logger.file, key, self.log_wait)
 
     # ------------------------------------------------------------------ turns
 
@@ -240,7 +254,7 @@ class Recorder:
                 self.options = dict(described["options"])
         self.turns.append(record)
         if key is not None:
-            found = lookup(self.logger.file, key, self._budget())
+            found = self.lookup(key)
             if found is not None:
                 record["answer"] = found
                 record["cached"] = True
@@ -337,12 +351,7 @@ class Recorder:
 
             logging.getLogger("ollm_lite.call_log").debug("call not logged", exc_info=True)
             return
-        self.logger.file.write(row, turns, search, self._budget())
-
-    def _budget(self) -> float:
-        if self.deadline is None:
-            return MAX_BUSY
-        return min(MAX_BUSY, self.deadline - time.monotonic())
+        self.logger.file.write(row, turns, search, self.log_wait)
 
     def _row(self, reply: Reply) -> tuple[dict[str, Any], list[tuple[Any, ...]], tuple[str, str]]:
         text_of, json_of = self.mask.text, self.mask.json
