@@ -22,7 +22,6 @@ from collections.abc import Generator, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..client._run_call import Reply, reply_of
 from ..http.secrets import Redactor
@@ -37,7 +36,7 @@ from ..types import (
     ToolCallEvent,
 )
 from ..types._event_fold import EventFold
-from ._cache import cache_key, cached_events, lookup
+from ._cache import cache_key, cached_events, endpoint, lookup, servers
 from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
 from ._writer import LogFile, LogWait
 
@@ -77,17 +76,8 @@ def host_of(base_url: str | None) -> str | None:
     """``scheme://host:port`` of a base URL (a fleet's ``", "``-joined list: each one)."""
     if not base_url:
         return None
-    hosts = []
-    for url in base_url.split(", "):
-        try:
-            parts = urlsplit(url.strip())
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            continue
-        if parts.hostname:
-            name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-            hosts.append(f"{parts.scheme}://{name}:{port}")
-    return ", ".join(hosts) or None
+    found = (endpoint(url) for url in base_url.split(", "))
+    return ", ".join(e[0] for e in found if e is not None) or None
 
 
 def provider_secrets(provider: Any) -> list[str]:
@@ -144,7 +134,7 @@ class CallLogger:
         self.file = LogFile(self.path)
         self.provider_name = str(getattr(provider, "name", "") or "")
         self.host = host_of(_base_url(provider))
-        self.hosts = sorted((self.host or "").split(", "))
+        self.hosts = servers(_base_url(provider))  # the cache's identity: paths count
         self._secrets = [*provider_secrets(provider), *secrets]
         self._masker = Masker(self._secrets)
 
