@@ -31,7 +31,6 @@ from support.path_support import awkward_paths, outcome_within
 import ollm_lite
 from ollm_lite import ConfigError, ScriptedProvider
 from ollm_lite.call_log import open_log
-from ollm_lite.call_log._schema import APPLICATION_ID
 from ollm_lite.call_log._writer import _warned
 
 LOGGER = "ollm_lite.call_log"
@@ -145,6 +144,8 @@ def test_a_new_log_carries_its_mark(tmp_path: Path) -> None:
     llm, _ = logging_client(path, "one")
     llm.ask("x")
     llm.close()
+    from ollm_lite.call_log._schema import APPLICATION_ID
+
     assert _header(path) == (APPLICATION_ID, 1, "wal")
 
 
@@ -160,6 +161,8 @@ def test_a_log_written_before_the_mark_is_read_and_marked_on_its_next_write(
     assert _header(path)[0] == 0
     assert [c.text for c in logged(path)] == ["one"]
     assert _header(path)[0] == 0  # reading writes nothing
+    from ollm_lite.call_log._schema import APPLICATION_ID
+
     again, _ = logging_client(path, "two")
     assert again.ask("second") == "two"
     again.close()
