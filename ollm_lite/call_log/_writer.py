@@ -13,8 +13,11 @@ write together (:class:`LogWait`) — and never past its deadline. SQLite's busy
 cannot promise that: a reader that finds the ``-shm`` index locked by another process retries
 for about 10 s whatever the timeout (``walTryBeginRead`` in SQLite's ``wal.c``, ending in
 ``SQLITE_PROTOCOL``). So each look-up and write runs on a short-lived thread of its own that the
-call waits for no longer than its time allows; one still waiting then gives up (it neither
-commits nor hands its connection back) and ends by itself.
+call waits for no longer than its time allows; a write still waiting then commits nothing, and
+the thread ends by itself once SQLite gives up. A call whose time is spent (its deadline came,
+or its look-ups used the 5 s) still gives its write one attempt that waits for no lock
+(:data:`NO_WAIT`), so a call answered at its deadline is still logged when its log is free.
+A look-up with no time left is a miss.
 """
 
 from __future__ import annotations
@@ -40,12 +43,16 @@ from ._schema import (
     open_connection,
 )
 
-__all__ = ["IDLE", "MAX_BUSY", "LogBusy", "LogFile", "LogWait", "warn_once"]
+__all__ = ["IDLE", "MAX_BUSY", "NO_WAIT", "LogBusy", "LogFile", "LogWait", "warn_once"]
 
 logger = logging.getLogger("ollm_lite.call_log")
 
 #: The longest a call waits for its log, look-ups and write together (seconds).
 MAX_BUSY = 5.0
+#: What a write gets once its call's time is spent: one attempt that waits for no lock,
+#: given at most this long (seconds): a write takes a millisecond or two, the first one into a
+#: new file some tens of milliseconds (the schema and its fsyncs).
+NO_WAIT = 0.5
 #: The most idle connections a client keeps open to its log.
 IDLE = 4
 
@@ -223,15 +230,26 @@ class LogFile:
         for db, _ in idle:
             _close(db)
 
-    def run(self, work: Callable[[sqlite3.Connection, _Attempt], _T], wait: LogWait) -> _T:
+    def run(
+        self,
+        work: Callable[[sqlite3.Connection, _Attempt], _T],
+        wait: LogWait,
+        *,
+        last_try: bool = False,
+    ) -> _T:
         """``work`` done on a pooled connection, on a thread of its own, waited for no longer
-        than ``wait`` allows (what the call has spent on its log so far counts).
+        than ``wait`` allows (what the call has spent on its log so far counts). With less
+        time left, ``last_try`` still makes one attempt that waits for no lock
+        (:data:`NO_WAIT`).
 
         Raises:
             LogBusy: the time ran out first (``work`` gives up: it commits nothing).
             sqlite3.Error, OSError, NewerSchema: the log cannot be opened or ``work`` failed.
         """
         with wait.spending() as budget:
+            patience = max(budget, NO_WAIT) if last_try else budget
+            if patience <= 0:
+                raise LogBusy("the call's time for its log is spent")
             attempt = _Attempt()
             outcome: list[tuple[bool, Any]] = []
 
@@ -249,7 +267,7 @@ class LogFile:
                 attempt_work()
             else:
                 try:
-                    thread.join(budget)
+                    thread.join(patience)
                 except BaseException:
                     attempt.give_up()
                     raise
@@ -294,7 +312,7 @@ class LogFile:
                 raise
 
         try:
-            self.run(insert, wait)
+            self.run(insert, wait, last_try=True)
         except Exception as exc:  # sqlite3.Error, OSError, NewerSchema … never the caller's
             warn_once(self.path, exc)
             return False

@@ -263,8 +263,10 @@ def test_ollm_log_of_no_such_users_home_names_the_variable(
     value = f"~{NO_SUCH_USER}/x.db"
     monkeypatch.setenv("OLLM_LOG", value)
     with pytest.raises(ConfigError, match="OLLM_LOG") as raised:
-        ollm_lite.connect(ScriptedProvider(["x"]), model="m")
+        ollm_lite.connect("local", host="http://127.0.0.1:9", model="m")  # nothing is sent
     assert raised.value.code == "CONFIG_INVALID"
+    with pytest.raises(ConfigError, match="OLLM_LOG"):
+        ollm_lite.connect(ScriptedProvider(["x"]), model="m", cache=True)
     with pytest.raises(ConfigError, match="OLLM_LOG"):
         open_log()
     assert ollm_lite.connect(ScriptedProvider(["x"]), model="m", log=False).ask("y") == "x"

@@ -17,15 +17,13 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.log_support import count_rows, logging_client
 
-import ollm_lite
-from ollm_lite import ScriptedProvider
 from ollm_lite.call_log import _writer
-from ollm_lite.call_log._writer import _warned
-from ollm_lite.types import ProviderEvent, ProviderRequest
+from ollm_lite.call_log._writer import LogFile, _warned
 
 LOGGER = "ollm_lite.call_log"
 
@@ -100,16 +98,19 @@ def _log_threads_end() -> None:
             assert not thread.is_alive()
 
 
-class Releasing(ScriptedProvider):
-    """A scripted provider that runs ``before`` when a request reaches it."""
+@pytest.fixture
+def budgets(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The seconds each look-up and write of the test was given to wait for the log."""
+    given: list[float] = []
+    original = LogFile.connection
 
-    def __init__(self, turns: list[str], before: Callable[[], None]) -> None:
-        super().__init__(turns)
-        self.before = before
+    def connection(self: LogFile, budget: float) -> Any:
+        given.append(budget)
+        return original(self, budget)
 
-    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
-        self.before()
-        yield from super().chat_stream(request)
+    monkeypatch.setattr(LogFile, "connection", connection)
+    monkeypatch.setattr(_writer, "MAX_BUSY", 0.5)  # 5 s in real life; the same rule, sooner
+    return given
 
 
 def _a_log(path: Path) -> None:
@@ -137,22 +138,23 @@ def test_a_locked_shm_never_takes_a_call_past_its_deadline(
 
 
 def test_a_locked_shm_costs_a_cached_call_one_wait_in_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, budgets: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The look-up spends the whole allowance on a ``-shm`` held by another process; the
-    lock is gone when the answer comes, yet the write gets no second allowance: the call is
-    not logged (before, it waited again and wrote the row)."""
-    monkeypatch.setattr(_writer, "MAX_BUSY", 0.5)  # 5 s in real life; the same rule, sooner
+    write gets no second one, only an attempt that waits for no lock (before: the look-up
+    and the write each waited the full time, and each then spun on for about 10 s)."""
     path = tmp_path / "logs.db"
     _a_log(path)
-    with held(path, SHM_LOCK) as release:
-        llm = ollm_lite.connect(
-            Releasing(["second"], release), model="m", log=str(path), cache=True
-        )
+    budgets.clear()
+    with held(path, SHM_LOCK):
+        llm, provider = logging_client(path, "second", cache=True)
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             assert llm.ask("x") == "second"
     llm.close()
-    assert len(_warnings(caplog)) == 1 and "busy" in _warnings(caplog)[0]
+    assert len(provider.requests) == 1  # the look-up that ran out of time was a miss
+    assert budgets == [0.5, 0.0]
+    [warning] = _warnings(caplog)
+    assert "busy" in warning and "protocol" not in warning
     assert count_rows(path) == 1
     again, _ = logging_client(path, "third")
     assert again.ask("y") == "third"  # the next call tries again, with its own allowance
@@ -160,19 +162,42 @@ def test_a_locked_shm_costs_a_cached_call_one_wait_in_all(
 
 
 def test_an_exclusively_locked_log_costs_a_cached_call_one_wait_in_all(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, budgets: list[float], caplog: pytest.LogCaptureFixture
 ) -> None:
     """The same with the log held in exclusive locking mode, where SQLite's busy timeout
-    applies: the look-up and the write share one allowance."""
-    monkeypatch.setattr(_writer, "MAX_BUSY", 0.5)
+    applies: the look-up and the write share one allowance (before: 5 s each)."""
     path = tmp_path / "logs.db"
     _a_log(path)
-    with held(path, EXCLUSIVE) as release:
-        llm = ollm_lite.connect(
-            Releasing(["second"], release), model="m", log=str(path), cache=True
-        )
+    budgets.clear()
+    with held(path, EXCLUSIVE):
+        llm, _ = logging_client(path, "second", cache=True)
         with caplog.at_level(logging.WARNING, logger=LOGGER):
             assert llm.ask("x") == "second"
     llm.close()
+    assert budgets == [0.5, 0.0]
     assert len(_warnings(caplog)) == 1
     assert count_rows(path) == 1
+
+
+def test_a_call_answered_when_its_time_is_spent_is_still_logged_on_a_free_log(
+    tmp_path: Path, budgets: list[float]
+) -> None:
+    """The write's one attempt that waits for no lock is enough for a free log."""
+    path = tmp_path / "logs.db"
+    _a_log(path)
+    budgets.clear()
+    llm, _ = logging_client(path, "second")
+    recorder_waits: list[_writer.LogWait] = []
+    original = _writer.LogFile.write
+
+    def write(self: LogFile, row: Any, turns: Any, search: Any, wait: _writer.LogWait) -> bool:
+        wait.spent = _writer.MAX_BUSY  # as if its look-ups had used the whole allowance
+        recorder_waits.append(wait)
+        return original(self, row, turns, search, wait)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_writer.LogFile, "write", write)
+        assert llm.ask("x") == "second"
+    llm.close()
+    assert budgets == [0.0] and len(recorder_waits) == 1
+    assert count_rows(path) == 2
