@@ -14,6 +14,7 @@ import os
 import sqlite3
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -39,7 +40,7 @@ from ._schema import (
 )
 from ._settings import usable_path
 
-__all__ = ["CallLog", "StatsKey"]
+__all__ = ["CallLog", "StatsKey", "log_exists"]
 
 StatsKey = Literal["model", "day", "host", "source"]
 _STATS_COLUMNS: dict[str, str] = {
@@ -77,6 +78,27 @@ def _age(value: Any) -> float:
     return seconds
 
 
+def log_exists(path: Path) -> bool:
+    """Whether a log file is at ``path`` (``False``: nothing there), looked at without opening
+    it: opening a FIFO would wait for a writer for ever.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` when something other than a regular file is there, or
+            the path cannot be looked at (a name too long, a folder that cannot be entered).
+    """
+    try:
+        return check_regular(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: Path, exc: BaseException) -> ConfigError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ConfigError(
+        f"the call log {path_text(path)} cannot be read: {reason}", details={"path": str(path)}
+    )
+
+
 class CallLog:
     """The call log, for reading (and pruning); use it as a context manager.
 
@@ -96,23 +118,10 @@ class CallLog:
             self._db = self._open()
 
     def _exists(self) -> bool:
-        """Whether a file is at the path (looked at without opening it: a FIFO would block).
-
-        Raises:
-            ConfigError: something other than a regular file is there, or the path cannot
-                be looked at.
-        """
-        try:
-            return check_regular(self.path)
-        except (sqlite3.Error, OSError) as exc:
-            raise self._unreadable(exc) from exc
+        return log_exists(self.path)
 
     def _unreadable(self, exc: BaseException) -> ConfigError:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return ConfigError(
-            f"the call log {path_text(self.path)} cannot be read: {reason}",
-            details={"path": str(self.path)},
-        )
+        return _unreadable(self.path, exc)
 
     def _open(self) -> sqlite3.Connection:
         try:

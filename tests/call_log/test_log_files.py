@@ -346,3 +346,13 @@ def test_any_path_is_a_working_log_or_a_config_error(
         outcome = outcome_within(read, fifos)
         if isinstance(outcome, BaseException):
             assert isinstance(outcome, ConfigError), (path, outcome)
+
+
+def test_the_cli_refuses_a_log_path_it_cannot_use(tmp_path: Path) -> None:
+    """A path that is no regular file or cannot be looked at: exit 1 naming the path's
+    trouble, never ``[INTERNAL]`` (a name too long used to escape as ``OSError``)."""
+    paths = awkward_paths(tmp_path / "awkward")
+    for name in ("too long", "symlink loop", "directory", "character device"):
+        done = cli(tmp_path, Path(paths[name]), "logs")
+        assert done.returncode == 1, (name, done.stdout, done.stderr)
+        assert "CONFIG_INVALID" in done.stderr and "INTERNAL" not in done.stderr, name
