@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from ..types import FinishEvent, ProviderEvent, TextEvent, ThinkingEvent, ToolCallEvent
-from ._records import tool_call_from_dict
+from ._records import blocks_from_list, tool_call_from_dict
 from ._schema import NewerSchema
 
 if TYPE_CHECKING:
@@ -105,4 +105,5 @@ def cached_events(answer: dict[str, Any]) -> Iterator[ProviderEvent]:
         yield TextEvent(str(answer["text"]))
     for call in answer.get("tool_calls") or ():
         yield ToolCallEvent(tool_call_from_dict(call))
-    yield FinishEvent(answer.get("finish") or "stop", None)
+    blocks = blocks_from_list(answer.get("provider_blocks"))
+    yield FinishEvent(answer.get("finish") or "stop", None, provider_blocks=blocks)
