@@ -52,11 +52,11 @@ def _redirect_threads() -> list[threading.Thread]:
 
 def test_a_person_slower_than_start_timeout_still_signs_in(server: OAuthServer) -> None:
     def slow_person(url: str) -> None:
-        time.sleep(1.5)  # reading the consent page: longer than the machine's start_timeout
+        time.sleep(3.0)  # reading the consent page: longer than the machine's start_timeout
         follow(url)
 
     auth = McpAuth.login(open_url=slow_person)
-    with McpServer.http(server.url, auth=auth, start_timeout=0.5) as mcp:
+    with McpServer.http(server.url, auth=auth, start_timeout=2.0) as mcp:
         assert [t.name for t in mcp.tools()] == ["whoami"]
 
 
@@ -68,10 +68,10 @@ def test_a_person_slower_than_a_tool_call_timeout_still_steps_up(server: OAuthSe
     def person(url: str) -> None:
         shown.append(url)
         if len(shown) == 2:  # the step-up: a person reads what more is asked
-            time.sleep(1.5)
+            time.sleep(3.0)
         follow(url)
 
-    with McpServer.http(server.url, auth=McpAuth.login(open_url=person), timeout=0.5) as mcp:
+    with McpServer.http(server.url, auth=McpAuth.login(open_url=person), timeout=2.0) as mcp:
         assert mcp.call_tool("whoami").ok
     assert len(shown) == 2
 
