@@ -203,3 +203,124 @@ def test_secrets_of_an_mcp_server_built_in_code_reach_neither_file(
         assert canary.encode() not in data, canary
     assert "***" in logged_call.text and "***" in str(logged_call.tool_results[0].data)
     assert logged_call.messages[-1]["content"] == "who am I? (***, ***)"
+
+
+ESCAPED = "sk-esc/aped-KEY-é4b1"
+
+
+def _decoded_strings(value: Any) -> Iterator[str]:
+    """Every string inside ``value``, and inside every string that is JSON text, decoded."""
+    if isinstance(value, str):
+        yield value
+        try:
+            inner = json.loads(value)
+        except ValueError:
+            return
+        if not isinstance(inner, str):
+            yield from _decoded_strings(inner)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _decoded_strings(key)
+            yield from _decoded_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _decoded_strings(item)
+
+
+def _stored_strings(path: Path) -> list[str]:
+    """Every text value of every row of the log, and what its JSON decodes to."""
+    import sqlite3
+
+    found: list[str] = []
+    with sqlite3.connect(path) as db:
+        for table in ("calls", "turns"):
+            for row in db.execute(f"SELECT * FROM {table}"):
+                found += [s for cell in row for s in _decoded_strings(cell)]
+    return found
+
+
+def test_a_key_echoed_in_usage_is_stored_masked(tmp_path: Path) -> None:
+    """A server copying the ``Authorization`` header into its usage figures: the ``usage``
+    column (and the turn's answer) hold it masked; the caller's ``Reply.usage`` is as sent."""
+    path = tmp_path / "logs.db"
+    details = {"prompt_tokens_details": {"authorization": f"Bearer {KEY}"}}
+    turn = [ollm_lite.TextEvent("hi"), FinishEvent("stop", ollm_lite.Usage(3, 1, 4, details))]
+    llm, _ = logging_client(path, turn, headers={"Authorization": f"Bearer {KEY}"})
+    reply = llm.run("hello")
+    llm.close()
+    assert KEY in json.dumps(reply.usage.extra if reply.usage else {})
+    [call] = logged(path)
+    assert KEY.encode() not in file_bytes(path)
+    assert call.usage is not None and call.usage.prompt_tokens == 3
+    assert "***" in json.dumps(call.usage.extra)
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        ESCAPED.replace("/", "\\/"),
+        json.dumps(ESCAPED)[1:-1],
+        json.dumps(ESCAPED)[1:-1].replace("/", "\\/"),
+    ],
+    ids=["slash", "ascii", "both"],
+)
+def test_a_key_escaped_in_tool_arguments_reads_back_masked(tmp_path: Path, spelled: str) -> None:
+    """Tool arguments spelling the key with JSON escapes (``\\/``, ``\\u00e9``): what the log
+    gives back — the parsed ``args`` as well as the raw ``arguments`` — holds it masked."""
+    path = tmp_path / "logs.db"
+    call = ToolCall.from_arguments("c1", "lookup", '{"q": "' + spelled + '"}')
+    assert call.args == {"q": ESCAPED}
+    llm, _ = logging_client(
+        path, [ToolCallEvent(call), FinishEvent("tool")], headers={"X-Key": ESCAPED}
+    )
+    external = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+    reply = llm.run("look it up", tools=[external])
+    llm.close()
+    assert reply.tool_calls[0].args == {"q": ESCAPED}  # the caller's own, unchanged
+    [logged_call] = logged(path)
+    assert logged_call.tool_calls[0].args == {"q": "***"}
+    assert all(ESCAPED not in s for s in _stored_strings(path))
+    assert ESCAPED not in repr(logged_call)
+
+
+def test_a_session_keeps_masking_a_call_header_in_later_calls(tmp_path: Path) -> None:
+    """Call 1 is handed ``headers=`` and its answer echoes the value; calls 2 and 3 are
+    handed nothing, yet their records (which carry call 1's answer in their messages) and the
+    saved session hold it masked. The live history keeps the answer as it came."""
+    path, saved = tmp_path / "logs.db", tmp_path / "chat.json"
+    llm, _ = logging_client(path, f"you sent {CALL_HEADER}", "noted", "still noted")
+    chat = llm.session()
+    chat.ask("what did I send?", headers={"X-Trace": CALL_HEADER})
+    chat.ask("and now?")
+    list(chat.stream("once more"))
+    chat.save(saved)
+    llm.close()
+    assert CALL_HEADER in chat.messages[1].text
+    assert CALL_HEADER.encode() not in file_bytes(path)
+    _, second, third = logged(path)
+    assert second.messages[1]["content"] == "you sent ***" == third.messages[1]["content"]
+    assert CALL_HEADER not in saved.read_text("utf-8")
+    assert CALL_HEADER not in repr(chat)
+    loaded = ollm_lite.load_session(saved, llm)
+    assert loaded.messages[1].text == "you sent ***"
+    assert loaded.session_id == chat.session_id
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_a_session_keeps_masking_an_mcp_secret_in_later_calls(kind: str, tmp_path: Path) -> None:
+    """Call 1 runs an MCP tool whose result echoes the server's ``env``/``headers`` value;
+    call 2 is given no tools: its record (the tool result is in its messages) masks it."""
+    path, saved = tmp_path / "logs.db", tmp_path / "chat.json"
+    with _server(kind) as (server, secret):
+        call = ToolCall.from_arguments("c1", "whoami", {})
+        llm, _ = logging_client(path, [ToolCallEvent(call), FinishEvent("tool")], "ok", "fine")
+        chat = llm.session()
+        chat.run("who am I?", tools=server.tools())
+        chat.ask("and?")
+        chat.save(saved)
+        llm.close()
+    assert any(secret in m.text for m in chat.messages)  # in memory, as the tool said
+    assert secret.encode() not in file_bytes(path)
+    _, second = logged(path)
+    assert any("token ***" in str(m["content"]) for m in second.messages)
+    assert secret not in saved.read_text("utf-8")
