@@ -4,17 +4,15 @@ also inside error messages and answers that echo them. A canary grep of the file
 from __future__ import annotations
 
 import json
-import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import ollama_support as oll
+from support.echo_mcp import echo_mcp_server
 from support.log_support import file_bytes, logged, logging_client
+from support.secret_scan import stored_strings
 
 import ollm_lite
 from ollm_lite import FinishEvent, ToolCall, ToolCallEvent
@@ -86,95 +84,13 @@ SERVER_ENV = "mcp-code-ENV-5e1b7c"
 SERVER_HEADER = "mcp-code-HEADER-3f9a0d"
 CALL_HEADER = "conn-canary-HEADER-6d2b8e"
 
-#: A stdio MCP server whose one tool, ``whoami``, answers with its ``TOKEN`` variable.
-ECHO_ENV = r"""
-import json, os, sys
-def send(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    msg = json.loads(line)
-    method, rid = msg.get("method"), msg.get("id")
-    if method == "initialize":
-        send({"jsonrpc": "2.0", "id": rid, "result": {
-            "protocolVersion": msg["params"]["protocolVersion"],
-            "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}})
-    elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
-            {"name": "whoami", "inputSchema": {"type": "object"}}]}})
-    elif method == "tools/call":
-        text = "token " + os.environ["TOKEN"]
-        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
-    elif rid is not None:
-        send({"jsonrpc": "2.0", "id": rid, "result": {}})
-"""
-
-
-@contextmanager
-def _echo_headers_server() -> Iterator[str]:
-    """A loopback MCP endpoint (streamable HTTP, JSON answers) whose one tool, ``whoami``,
-    answers with the ``X-Token`` header it was sent."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self._answer(405, None)
-
-        def do_DELETE(self) -> None:
-            self._answer(405, None)
-
-        def do_POST(self) -> None:
-            msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-            if "id" not in msg:
-                return self._answer(202, None)
-            result: dict[str, Any] = {}
-            if msg["method"] == "initialize":
-                result = {
-                    "protocolVersion": msg["params"]["protocolVersion"],
-                    "capabilities": {"tools": {}},
-                    "serverInfo": {"name": "web", "version": "1"},
-                }
-            elif msg["method"] == "tools/list":
-                result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
-            elif msg["method"] == "tools/call":
-                said = f"token {self.headers.get('X-Token')}"
-                result = {"content": [{"type": "text", "text": said}]}
-            self._answer(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
-
-        def _answer(self, code: int, obj: Any) -> None:
-            raw = b"" if obj is None else json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
-
 
 @contextmanager
 def _server(kind: str) -> Iterator[tuple[ollm_lite.McpServer, str]]:
     """An MCP server built in code (not configured) whose ``whoami`` tool echoes its secret."""
-    if kind == "stdio":
-        command = [sys.executable, "-c", ECHO_ENV]
-        with ollm_lite.McpServer.stdio(command, env={"TOKEN": SERVER_ENV}) as server:
-            yield server, SERVER_ENV
-    else:
-        with _echo_headers_server() as url:
-            with ollm_lite.McpServer.http(url, headers={"X-Token": SERVER_HEADER}) as server:
-                yield server, SERVER_HEADER
+    secret = SERVER_ENV if kind == "stdio" else SERVER_HEADER
+    with echo_mcp_server(kind, secret) as server:
+        yield server, secret
 
 
 @pytest.mark.parametrize("kind", ["stdio", "http"])
@@ -206,37 +122,6 @@ def test_secrets_of_an_mcp_server_built_in_code_reach_neither_file(
 
 
 ESCAPED = "sk-esc/aped-KEY-é4b1"
-
-
-def _decoded_strings(value: Any) -> Iterator[str]:
-    """Every string inside ``value``, and inside every string that is JSON text, decoded."""
-    if isinstance(value, str):
-        yield value
-        try:
-            inner = json.loads(value)
-        except ValueError:
-            return
-        if not isinstance(inner, str):
-            yield from _decoded_strings(inner)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _decoded_strings(key)
-            yield from _decoded_strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _decoded_strings(item)
-
-
-def _stored_strings(path: Path) -> list[str]:
-    """Every text value of every row of the log, and what its JSON decodes to."""
-    import sqlite3
-
-    found: list[str] = []
-    with sqlite3.connect(path) as db:
-        for table in ("calls", "turns"):
-            for row in db.execute(f"SELECT * FROM {table}"):
-                found += [s for cell in row for s in _decoded_strings(cell)]
-    return found
 
 
 def test_a_key_echoed_in_usage_is_stored_masked(tmp_path: Path) -> None:
@@ -279,7 +164,7 @@ def test_a_key_escaped_in_tool_arguments_reads_back_masked(tmp_path: Path, spell
     assert reply.tool_calls[0].args == {"q": ESCAPED}  # the caller's own, unchanged
     [logged_call] = logged(path)
     assert logged_call.tool_calls[0].args == {"q": "***"}
-    assert all(ESCAPED not in s for s in _stored_strings(path))
+    assert all(ESCAPED not in s for s in stored_strings(path))
     assert ESCAPED not in repr(logged_call)
 
 
