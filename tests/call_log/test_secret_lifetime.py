@@ -156,9 +156,7 @@ def test_a_secret_stays_masked_for_the_life_of_its_history(
             tools = list(server.tools())
             shown.append(server)
         echo = EchoProvider(secret if source == "api_key" else None, spelling)
-        client = stack.enter_context(
-            ollm_lite.connect(echo, model="m", log=str(logs), **defaults)  # type: ignore[arg-type]
-        )
+        client = stack.enter_context(ollm_lite.connect(echo, model="m", log=str(logs), **defaults))
         chat, loaded = _drive(client, tools, call_headers, tmp / "chat.json")
         texts = _batch(client, tmp / "chat.json", tmp)
 
@@ -166,7 +164,7 @@ def test_a_secret_stays_masked_for_the_life_of_its_history(
             calls = log.calls(limit=None)
         replay = ScriptedProvider.from_log(calls)
         again = stack.enter_context(
-            ollm_lite.connect(replay, model="m", log=str(replayed), **defaults)  # type: ignore[arg-type]
+            ollm_lite.connect(replay, model="m", log=str(replayed), **defaults)
         )
         rechat, reloaded = _drive(again, tools, call_headers, tmp / "again.json")
         with open_log(replayed) as log:
@@ -201,7 +199,7 @@ def test_a_batch_answer_echoing_a_client_secret_is_written_masked(tmp_path: Path
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     line = {"custom_id": "c1", "method": "POST", "url": "/v1/chat/completions", "body": body}
     source.write_text(json.dumps(line) + "\n", "utf-8")
-    with ollm_lite.connect(echo, model="m", headers={"X-Secret": header}) as llm:  # type: ignore[arg-type]
+    with ollm_lite.connect(echo, model="m", headers={"X-Secret": header}) as llm:
         ollm_lite.run_batch(source, output, client=llm)
     [written] = [json.loads(text) for text in output.read_text("utf-8").splitlines()]
     answer = written["response"]["body"]["choices"][0]["message"]["content"]
