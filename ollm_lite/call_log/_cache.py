@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..types import FinishEvent, ProviderEvent, TextEvent, ThinkingEvent, ToolCallEvent
-from ._records import tool_call_from_dict
+from ._records import blocks_from_list, tool_call_from_dict
 from ._schema import NewerSchema
 
 if TYPE_CHECKING:
@@ -76,4 +76,5 @@ def cached_events(answer: dict[str, Any]) -> Iterator[ProviderEvent]:
         yield TextEvent(str(answer["text"]))
     for call in answer.get("tool_calls") or ():
         yield ToolCallEvent(tool_call_from_dict(call))
-    yield FinishEvent(answer.get("finish") or "stop", None)
+    blocks = blocks_from_list(answer.get("provider_blocks"))
+    yield FinishEvent(answer.get("finish") or "stop", None, provider_blocks=blocks)

@@ -17,7 +17,7 @@ from ._mcp_servers import McpServerConfig
 from ._secrets import config_secrets, mask_secrets, secret_strings
 
 #: The provider enum, in display order.
-PROVIDERS: tuple[str, ...] = ("local", "vllm", "openai-compatible", "gemini")
+PROVIDERS: tuple[str, ...] = ("local", "vllm", "openai-compatible", "gemini", "anthropic")
 
 #: ``openai-compatible`` backends (``backend =``), from the one backend table.
 BACKENDS: tuple[str, ...] = OPENAI_COMPATIBLE_BACKENDS
@@ -34,6 +34,7 @@ PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
         for alias in (name, *BACKEND_TABLE[name].aliases)
     },
     "google": ("gemini", None),
+    "claude": ("anthropic", None),
 }
 
 
@@ -90,6 +91,8 @@ class Config:
         mcp_servers: MCP servers by name (``[mcp.servers.NAME]``), for ``mcp_tools(NAME)``
             and ``ollm-lite chat --tools NAME``.
         log: The ``[log]`` table (``enabled``, ``path``) of the call log.
+        options: The ``[options]`` table: default generation options (the
+            ``GenerationOptions`` fields and ``think``) for every call that sets none.
         source: The file that was read, or ``None`` when none was.
         origins: Dotted path → where its value came from (``file``, ``env NAME``,
             ``override``), for ``ollm-lite config show``.
@@ -104,6 +107,7 @@ class Config:
     context_limits: dict[str, int] = field(default_factory=dict)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     log: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     issues: list[ConfigIssue] = field(default_factory=list, repr=False, compare=False)

@@ -190,6 +190,20 @@ def test_health_lists_every_configured_provider(tmp_path: Path) -> None:
     assert "T" in status["checked_at"] and checked.tzinfo is not None
 
 
+def test_health_all_on_a_healthy_setup_exits_0(tmp_path: Path) -> None:
+    """--all also shows the built-in providers nobody configured (failing, as nothing serves
+    them here), but only a configured provider's failure makes the check fail."""
+    dead = f"http://127.0.0.1:{refuse_port()}"
+    with serve({("GET", "/api/version"): json_answer({"version": "0.9.6"})}) as server:
+        healthy = run(tmp_path, "health", "--all", "--host", server.url)
+        sick = run(tmp_path, "health", "--all", env=cli_env(tmp_path, OLLAMA_HOST=dead))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    rows = {line.split()[0]: line.split()[1] for line in healthy.stdout.splitlines()[1:]}
+    assert rows["local"] == "ok"
+    assert "fail" in rows.values()  # the providers nobody configured are still shown
+    assert sick.returncode == 1, sick.stdout + sick.stderr
+
+
 # --------------------------------------------------------------------------- config
 
 
@@ -211,6 +225,26 @@ def test_config_show_redacts_keys_and_names_origins(tmp_path: Path) -> None:
     assert data["provider"] == "local"
 
 
+def test_config_show_masks_the_anthropic_key(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-env-secret")
+    out = run(tmp_path, "--provider", "claude", "config", "show", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "sk-ant-env-secret" not in out.stdout + out.stderr
+    data = json.loads(out.stdout)
+    assert data["provider"] == "anthropic"
+    assert data["providers"]["anthropic"] == {"api_key": "***"}
+
+
+def test_config_show_lists_the_options_table(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[options]\nmax_tokens = 512\nstop = ["END"]\n')
+    out = run(tmp_path, "--config", str(config), "config", "show")
+    assert out.returncode == 0, out.stderr
+    assert '\n[options]\nmax_tokens = 512  # file\nstop = ["END"]  # file\n' in out.stdout
+    as_json = run(tmp_path, "--config", str(config), "config", "show", "--json")
+    assert json.loads(as_json.stdout)["options"] == {"max_tokens": 512, "stop": ["END"]}
+
+
 def test_config_validate(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
     good.write_text('provider = "lmstudio"\n')
@@ -225,8 +259,9 @@ def test_config_validate(tmp_path: Path) -> None:
         "  providers.openai-compatible.port: unknown key 'port': expected one of base_url, "
         "api_key, backend, timeout",
         "  provider: unknown provider 'olama': expected one of local, vllm, openai-compatible, "
-        "gemini (aliases: ollama, openai_compatible, openai-compat, lmstudio, localai, kobold, "
-        "koboldcpp, llamacpp, llama.cpp, google); did you mean 'ollama'?",
+        "gemini, anthropic (aliases: ollama, openai_compatible, openai-compat, lmstudio, "
+        "localai, kobold, koboldcpp, llamacpp, llama.cpp, google, claude); did you mean "
+        "'ollama'?",
         "  providers.openai-compatible.backend: unknown backend 'x': expected one of lmstudio, "
         "localai, kobold, llamacpp, generic",
     ]
