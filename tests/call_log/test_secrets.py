@@ -209,3 +209,33 @@ def test_a_session_keeps_masking_an_mcp_secret_in_later_calls(kind: str, tmp_pat
     _, second = logged(path)
     assert any("token ***" in str(m["content"]) for m in second.messages)
     assert secret not in saved.read_text("utf-8")
+
+
+def test_a_strict_replay_of_a_history_carrying_a_secret_replays(tmp_path: Path) -> None:
+    """The log holds a tool result echoing an MCP server's secret masked; replaying the same
+    script strictly, the live request (which carries the secret again) is the logged one."""
+    path = tmp_path / "logs.db"
+    with _server("http") as (server, _):
+        call = ToolCall.from_arguments("c1", "whoami", {})
+        llm, _ = logging_client(path, [ToolCallEvent(call), FinishEvent("tool")], "ok", "fine")
+        chat = llm.session()
+        chat.run("who am I?", tools=server.tools(), headers={"X-Trace": CALL_HEADER})
+        chat.ask(f"and {CALL_HEADER}?")
+        llm.close()
+        replay = ollm_lite.ScriptedProvider.from_log(logged(path))
+        again = ollm_lite.connect(replay, model="m").session()
+        again.run("who am I?", tools=server.tools(), headers={"X-Trace": CALL_HEADER})
+        assert again.ask(f"and {CALL_HEADER}?") == "fine"
+
+
+def test_a_strict_replay_that_differs_does_not_quote_a_header_value(tmp_path: Path) -> None:
+    path = tmp_path / "logs.db"
+    llm, _ = logging_client(path, "hi")
+    llm.ask("hello")
+    llm.close()
+    replay = ollm_lite.ScriptedProvider.from_log(logged(path))
+    with pytest.raises(ollm_lite.ConfigError) as caught:
+        ollm_lite.connect(replay, model="m").ask(
+            f"hello {CALL_HEADER}", headers={"X-Trace": CALL_HEADER}
+        )
+    assert "messages[0]" in caught.value.message and CALL_HEADER not in caught.value.message
