@@ -144,7 +144,12 @@ def call_secrets(call: Call) -> list[str]:
 
 def client_secrets(client: Any) -> list[str]:
     """The secrets of a script client's connection: its provider's keys and auth values,
-    and the configured ones its call log masks (keys, MCP ``env`` and ``headers`` values)."""
+    its default headers' values, and the configured ones its call log masks (keys, MCP
+    ``env`` and ``headers`` values)."""
     found = provider_secrets(getattr(client, "provider", None))
     found.extend(getattr(getattr(client, "call_log", None), "secrets", ()))
+    options = getattr(client, "options", None)
+    headers = options.get("headers") if isinstance(options, dict) else None
+    if isinstance(headers, dict):
+        found.extend(v for v in headers.values() if isinstance(v, str))
     return found

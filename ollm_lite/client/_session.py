@@ -150,9 +150,19 @@ def load(path: str | os.PathLike[str], client: SessionClient) -> Session:
 
 
 def _masked(mask: Masker, message: dict[str, Any]) -> dict[str, Any]:
-    """A saved message with its secrets masked (an image's bytes are data, not text: kept)."""
-    out: dict[str, Any] = mask.value({k: v for k, v in message.items() if k != "parts"})
+    """A saved message with its secrets masked (an image's bytes are data, not text: kept).
+
+    A provider block quoting a secret (a thinking block echoing a header) is left out rather
+    than masked: its signature covers its text, so a changed block would be refused when the
+    loaded session sends it back, while a block of a finished turn may be left out.
+    """
+    kept = ("parts", "provider_blocks")
+    out: dict[str, Any] = mask.value({k: v for k, v in message.items() if k not in kept})
     out["parts"] = [p if p["type"] == "image" else mask.value(p) for p in message["parts"]]
+    if "provider_blocks" in message:
+        blocks = [b for b in message["provider_blocks"] if mask.value(b) == b]
+        if blocks:
+            out["provider_blocks"] = blocks
     return out
 
 

@@ -15,7 +15,7 @@ from support.log_support import file_bytes, logged, logging_client
 from support.secret_scan import stored_strings
 
 import ollm_lite
-from ollm_lite import FinishEvent, ToolCall, ToolCallEvent
+from ollm_lite import FinishEvent, ScriptedProvider, ToolCall, ToolCallEvent
 
 KEY = "sk-canary-KEY-7f3a9c1e5b"
 HEADER = "hdr-canary-VALUE-2d8e4f"
@@ -239,3 +239,27 @@ def test_a_strict_replay_that_differs_does_not_quote_a_header_value(tmp_path: Pa
             f"hello {CALL_HEADER}", headers={"X-Trace": CALL_HEADER}
         )
     assert "messages[0]" in caught.value.message and CALL_HEADER not in caught.value.message
+
+
+def test_a_saved_session_masks_the_clients_secrets_and_leaves_out_a_block_quoting_one(
+    tmp_path: Path,
+) -> None:
+    """A session given its history in code, on a client with a default header: the saved
+    file masks the value in the text, keeps a clean thinking block as it was, and leaves out
+    one whose text quotes the value (masking it would break its signature)."""
+    from ollm_lite.types import Message, ProviderBlock
+
+    clean = ProviderBlock("anthropic", {"type": "thinking", "thinking": "hm", "signature": "s1"})
+    quoting = ProviderBlock("anthropic", {"type": "thinking", "thinking": CALL_HEADER})
+    history = [
+        Message.user("what did I send?"),
+        Message("assistant", [ollm_lite.TextPart(f"you sent {CALL_HEADER}")],
+                provider_blocks=(clean, quoting)),
+    ]  # fmt: skip
+    saved = tmp_path / "chat.json"
+    with ollm_lite.connect(ScriptedProvider([]), model="m", headers={"X": CALL_HEADER}) as llm:
+        ollm_lite.Session(llm, messages=history).save(saved)
+        loaded = ollm_lite.load_session(saved, llm)
+    assert CALL_HEADER not in saved.read_text("utf-8")
+    assert loaded.messages[1].text == "you sent ***"
+    assert loaded.messages[1].provider_blocks == (clean,)
