@@ -24,7 +24,7 @@ _FINISH = frozenset({"stop", "length", "tool", "cancelled", "content_filter", "r
 def replay_turns(calls: Iterable[LoggedCall]) -> list[list[ProviderEvent]]:
     """Every model turn of ``calls``, oldest call first (whatever order they are given in),
     as the provider events the model sent."""
-    ordered = sorted(calls, key=lambda c: c.id)
+    ordered = sorted(calls, key=lambda c: c.id or "")  # a damaged id: first
     return [_events(turn.get("answer") or {}) for call in ordered for turn in call.turns]
 
 
