@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sqlite3
 import time
 from datetime import datetime, timedelta
@@ -136,8 +137,10 @@ class CallLog:
         self._fts = False
         try:
             self.path = Path(path).expanduser()
+            if b"\x00" in os.fsencode(self.path):  # which exists() would call missing
+                raise ValueError("embedded null byte")
             exists = self.path.exists()
-        except (OSError, ValueError, RuntimeError) as exc:  # NUL, too long, ~nosuchuser
+        except (OSError, ValueError, RuntimeError) as exc:  # unencodable, too long, ~nosuchuser
             raise ConfigError(
                 f"path cannot name a call log: {str(path)!r} ({exc})", details={"argument": "path"}
             ) from None
@@ -259,6 +262,8 @@ class CallLog:
             where.append("error_code IS NOT NULL")
         if search is not None:
             search = _text_argument("search", search)
+            if "\x00" in search:  # SQLite's LIKE and MATCH end a pattern at a NUL
+                raise _bad_argument("search", f"must not hold a NUL character: {search!r}")
         if search:
             if self._fts and len(search) >= 3:
                 where.append("rowid IN (SELECT rowid FROM calls_fts WHERE calls_fts MATCH ?)")
