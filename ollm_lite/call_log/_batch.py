@@ -78,7 +78,13 @@ class _LineLogging:
         recorder.options = dict(described["options"])
         key = cache_key(self._logger, described)
         answer: dict[str, Any] = {"text": "", "thinking": "", "tool_calls": [], "finish": None}
-        turn = {"request": described, "answer": answer, "cached": False, "key": key}
+        turn = {
+            "request": described,
+            "answer": answer,
+            "cached": False,
+            "key": key,
+            "live": (self._inner, replace(request, cancel=cancel)),  # to count its tokens
+        }
         recorder.turns.append(turn)
         found = lookup(self._logger.file, key, recorder._budget()) if self._logger.cache else None
         if found is not None:

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Generator, Iterator, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 from ..client._run_call import Reply, reply_of
 from ..http.secrets import Redactor
 from ..types import (
+    ChatResult,
     ErrorEvent,
     FinishEvent,
     GenerationOptions,
@@ -35,10 +37,20 @@ from ..types import (
     TextEvent,
     ThinkingEvent,
     ToolCallEvent,
+    Usage,
 )
-from ..types._event_fold import EventFold
+from ..types._event_fold import EventFold, add_usage
 from ._cache import cache_key, cached_events, lookup
-from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
+from ._records import (
+    dumps,
+    message_dict,
+    result_to_dict,
+    tool_call_dict,
+    tool_call_from_dict,
+    usage_dict,
+    usage_from_dict,
+)
+from ._usage import ESTIMATED, counted_usage
 from ._writer import MAX_BUSY, LogFile
 
 if TYPE_CHECKING:
@@ -124,6 +136,24 @@ def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
         return {}
     found = {name: getattr(options, name, None) for name in _GENERATION_FIELDS}
     return {k: v for k, v in found.items() if v is not None and v != {}}
+
+
+def request_identity(request: ProviderRequest) -> dict[str, Any]:
+    """What identifies a model turn's request, as the log keeps it (never its headers,
+    timeout or cancel): the cache's identity, and what a strict replay compares."""
+    messages = _with_system(request.system_prompt, [message_dict(m) for m in request.messages])
+    return {
+        "model": request.model,
+        "messages": messages,
+        "tools": [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in request.tools or ()
+        ],
+        "tool_choice": request.tool_choice,
+        "response_format": request.response_format,
+        "think": request.think,
+        "options": generation_dict(request.options),
+    }
 
 
 class CallLogger:
@@ -232,6 +262,7 @@ class Recorder:
             "answer": {"text": "", "thinking": "", "tool_calls": [], "finish": None},
             "cached": False,
             "key": key,
+            "live": (adapter, request),  # for counting its tokens when the server gave none
         }
         if not self.turns:
             self.model = request.model
@@ -280,20 +311,8 @@ class Recorder:
                 answer["finish"] = "cancelled"
 
     def request_dict(self, request: ProviderRequest) -> dict[str, Any]:
-        """What identifies a model turn's request (never its headers, timeout or cancel)."""
-        messages = _with_system(request.system_prompt, [message_dict(m) for m in request.messages])
-        return {
-            "model": request.model,
-            "messages": messages,
-            "tools": [
-                {"name": t.name, "description": t.description, "parameters": t.parameters}
-                for t in request.tools or ()
-            ],
-            "tool_choice": request.tool_choice,
-            "response_format": request.response_format,
-            "think": request.think,
-            "options": generation_dict(request.options),
-        }
+        """What identifies a model turn's request: :func:`request_identity`."""
+        return request_identity(request)
 
     def wrap(self, adapter: ProviderAdapter) -> ProviderAdapter:
         """``adapter`` with its model turns streamed through :meth:`turn` (for a chat run on
@@ -331,6 +350,7 @@ class Recorder:
                 return
             self.done = True
         try:
+            reply = self._counted(reply)
             row, turns, search = self._row(reply)
         except Exception:  # a value the log cannot represent must not fail the call
             import logging
@@ -338,6 +358,34 @@ class Recorder:
             logging.getLogger("ollm_lite.call_log").debug("call not logged", exc_info=True)
             return
         self.logger.file.write(row, turns, search, self._budget())
+
+    def _counted(self, reply: Reply) -> Reply:
+        """``reply`` whose usage counts every turn the server answered without usage (by
+        the provider's tokenizer, else estimated: see :mod:`._usage`); each such turn's
+        answer carries its figure."""
+        estimated = False
+        total: Usage | None = None
+        for turn in self.turns:
+            live = turn.pop("live", None)
+            answer = turn["answer"]
+            if turn["cached"] or live is None or answer.get("finish") == "error":
+                total = add_usage(total, usage_from_dict(answer.get("usage")))
+                continue
+            adapter, request = live
+            usage = counted_usage(
+                request,
+                answer_result(answer),
+                adapter,
+                deadline=self.deadline,
+                tokenizer=answer.get("finish") != "cancelled" and reply.finish != "cancelled",
+            )
+            if usage is not None and usage.extra.get(ESTIMATED):
+                estimated = True
+                answer["usage"] = usage_dict(usage)
+            total = add_usage(total, usage)
+        if not estimated:
+            return reply
+        return replace(reply, usage=total)
 
     def _budget(self) -> float:
         if self.deadline is None:
@@ -437,6 +485,18 @@ class Masker:
         """``value`` as compact JSON text, masked (a quote never starts or ends a match, so
         the JSON stays valid)."""
         return self.text(dumps(value))
+
+
+def answer_result(answer: dict[str, Any]) -> ChatResult:
+    """A logged turn's answer (text, thinking, tool calls, usage) as a :class:`ChatResult`."""
+    calls = [tool_call_from_dict(c) for c in answer.get("tool_calls") or ()]
+    return ChatResult(
+        answer.get("text") or "",
+        "tool_calls" if calls else "stop",
+        calls,
+        usage_from_dict(answer.get("usage")),
+        answer.get("thinking") or None,
+    )
 
 
 def _with_system(system: str | None, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -159,6 +159,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     from ..batch._progress import BatchProgressPrinter
     from ..batch._runner import Stops
     from ..call_log._batch import cli_batch_provider
+    from ..config._connect import call_defaults
 
     ctx.check_config()
     provider = cli_batch_provider(_provider(args, ctx), ctx.config, args.input)  # the call log
@@ -177,6 +178,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
             retry_failed=args.retry_failed,
             stops=stops,
             resolve_model=lambda: _server_model(ctx, provider),
+            options=call_defaults(ctx.config, {}),  # the config's [options]
         )
     except BatchFileError as exc:
         ctx.err.write(error_line(exc.message, exc.code))

@@ -327,21 +327,22 @@ def _no_model_filter(args: argparse.Namespace, command: str, what: str) -> None:
         raise UsageError(f"--model does not apply to 'logs {command}': it {what}")
 
 
-#: The columns of ``logs stats``: a header and how a row's cell is made. A column added
+#: The columns of ``logs stats``: a header and how a row's cell is made from the group's
+#: figures and whether its token sums include counted or estimated figures. A column added
 #: here shows in every row and in the total row.
-_STATS_TABLE: list[tuple[str, Callable[[CallStats], str]]] = [
-    ("CALLS", lambda s: str(s.calls)),
-    ("ERRORS", lambda s: str(s.errors)),
-    ("CACHED", lambda s: str(s.cached)),
-    ("PROMPT", lambda s: str(s.prompt_tokens)),
-    ("COMPLETION", lambda s: str(s.completion_tokens)),
-    ("P50 S", lambda s: f"{s.seconds_p50:.2f}"),
-    ("P95 S", lambda s: f"{s.seconds_p95:.2f}"),
+_STATS_TABLE: list[tuple[str, Callable[[CallStats, bool], str]]] = [
+    ("CALLS", lambda s, rough: str(s.calls)),
+    ("ERRORS", lambda s, rough: str(s.errors)),
+    ("CACHED", lambda s, rough: str(s.cached)),
+    ("PROMPT", lambda s, rough: _tokens(s.prompt_tokens, rough)),
+    ("COMPLETION", lambda s, rough: _tokens(s.completion_tokens, rough)),
+    ("P50 S", lambda s, rough: f"{s.seconds_p50:.2f}"),
+    ("P95 S", lambda s, rough: f"{s.seconds_p95:.2f}"),
 ]
 
 
-def _stats_row(key: str, stats: CallStats) -> list[str]:
-    return [key, *(cell(stats) for _, cell in _STATS_TABLE)]
+def _stats_row(key: str, stats: CallStats, rough: bool) -> list[str]:
+    return [key, *(cell(stats, rough) for _, cell in _STATS_TABLE)]
 
 
 def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
@@ -357,16 +358,24 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
         return EXIT_OK
     with _open(ctx) as log, _warnings_shown(ctx):
         stats, total = log._grouped(args.by, args.since)
-    if args.json:
-        emit_json(ctx.out, [stats_to_json(s) for s in stats])
-        return EXIT_OK
+        if args.json:
+            emit_json(ctx.out, [stats_to_json(s) for s in stats])
+            return EXIT_OK
+        from ..call_log._usage import estimated_keys
+
+        rough = estimated_keys(log, by=args.by, since=args.since)  # sums marked "~"
     if not stats:
         ctx.say("no calls match")
         return EXIT_OK
-    rows = [_stats_row("?" if s.key is None else s.key or "-", s) for s in stats]
-    rows.append(_stats_row("total", total))
+    rows = [_stats_row("?" if s.key is None else s.key or "-", s, s.key in rough) for s in stats]
+    rows.append(_stats_row("total", total, bool(rough)))
     ctx.out.write(table([args.by.upper(), *(header for header, _ in _STATS_TABLE)], rows))
     return EXIT_OK
+
+
+def _tokens(count: int, estimated: bool) -> str:
+    """A token sum; ``~`` before it when it includes counted or estimated figures."""
+    return f"~{count}" if estimated else str(count)
 
 
 def _cmd_prune(args: argparse.Namespace, ctx: Context) -> int:

@@ -37,6 +37,7 @@ from ..call_log._hooks import client_logger
 from ..chat import ChatClient
 from ..config._connect import (
     build_provider,
+    call_defaults,
     client_config,
     given_provider,
     require_valid,
@@ -250,7 +251,8 @@ def connect(
             not even when the environment or the config file asks; ``None``: as they say).
             See :mod:`ollm_lite.call_log`.
         cache: Answer a model turn identical to a logged one from the log (implies the log).
-        **options: Defaults for every call: the per-call options of :meth:`Client.ask`.
+        **options: Defaults for every call: the per-call options of :meth:`Client.ask`;
+            they win over the configuration's ``[options]`` table, which applies beneath them.
 
     Returns:
         A :class:`Client`. No request is sent until the first call.
@@ -277,7 +279,7 @@ def connect(
     client = Client(
         adapter,
         model=settings.model,
-        options=options,
+        options=call_defaults(settings, options),
         context_limits=settings.context_limits,
     )
     client.call_log = client_logger(log, cache, settings, adapter)

@@ -42,6 +42,8 @@ def redacted(config: Config) -> dict[str, Any]:
         out["providers"] = providers
     if config.context_limits:
         out["context_limits"] = dict(config.context_limits)
+    if config.options:
+        out["options"] = dict(config.options)
     if config.mcp_servers:
         out["mcp"] = {"servers": {name: _mcp_display(s) for name, s in config.mcp_servers.items()}}
     return {key: mask(value) for key, value in out.items()}
@@ -49,7 +51,7 @@ def redacted(config: Config) -> dict[str, Any]:
 
 def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for key in ("command", "env", "cwd", "timeout", "url"):
+    for key in ("command", "env", "cwd", "timeout", "url", "auth", "client_id", "scope"):
         value = getattr(server, key)
         if value is not None and value != {}:
             values[key] = value
@@ -57,4 +59,6 @@ def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
         values["env"] = {k: "***" for k in server.env}  # every value: a secret
     if isinstance(server.headers, dict) and server.headers:
         values["headers"] = {k: "***" for k in server.headers}
+    if server.client_secret is not None:
+        values["client_secret"] = "***"
     return values

@@ -90,6 +90,8 @@ class Config:
         mcp_servers: MCP servers by name (``[mcp.servers.NAME]``), for ``mcp_tools(NAME)``
             and ``ollm-lite chat --tools NAME``.
         log: The ``[log]`` table (``enabled``, ``path``) of the call log.
+        options: The ``[options]`` table: default generation options (the
+            ``GenerationOptions`` fields and ``think``) for every call that sets none.
         source: The file that was read, or ``None`` when none was.
         origins: Dotted path → where its value came from (``file``, ``env NAME``,
             ``override``), for ``ollm-lite config show``.
@@ -104,6 +106,7 @@ class Config:
     context_limits: dict[str, int] = field(default_factory=dict)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     log: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     issues: list[ConfigIssue] = field(default_factory=list, repr=False, compare=False)

@@ -190,6 +190,20 @@ def test_health_lists_every_configured_provider(tmp_path: Path) -> None:
     assert "T" in status["checked_at"] and checked.tzinfo is not None
 
 
+def test_health_all_on_a_healthy_setup_exits_0(tmp_path: Path) -> None:
+    """--all also shows the built-in providers nobody configured (failing, as nothing serves
+    them here), but only a configured provider's failure makes the check fail."""
+    dead = f"http://127.0.0.1:{refuse_port()}"
+    with serve({("GET", "/api/version"): json_answer({"version": "0.9.6"})}) as server:
+        healthy = run(tmp_path, "health", "--all", "--host", server.url)
+        sick = run(tmp_path, "health", "--all", env=cli_env(tmp_path, OLLAMA_HOST=dead))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    rows = {line.split()[0]: line.split()[1] for line in healthy.stdout.splitlines()[1:]}
+    assert rows["local"] == "ok"
+    assert "fail" in rows.values()  # the providers nobody configured are still shown
+    assert sick.returncode == 1, sick.stdout + sick.stderr
+
+
 # --------------------------------------------------------------------------- config
 
 
@@ -209,6 +223,16 @@ def test_config_show_redacts_keys_and_names_origins(tmp_path: Path) -> None:
     data = json.loads(as_json.stdout)
     assert data["providers"]["vllm"] == {"base_url": "http://gpu:8000", "api_key": "***"}
     assert data["provider"] == "local"
+
+
+def test_config_show_lists_the_options_table(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[options]\nmax_tokens = 512\nstop = ["END"]\n')
+    out = run(tmp_path, "--config", str(config), "config", "show")
+    assert out.returncode == 0, out.stderr
+    assert '\n[options]\nmax_tokens = 512  # file\nstop = ["END"]  # file\n' in out.stdout
+    as_json = run(tmp_path, "--config", str(config), "config", "show", "--json")
+    assert json.loads(as_json.stdout)["options"] == {"max_tokens": 512, "stop": ["END"]}
 
 
 def test_config_validate(tmp_path: Path) -> None:
