@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..types import FinishEvent, ProviderEvent, TextEvent, ThinkingEvent, ToolCallEvent
-from ._records import tool_call_from_dict
+from ._records import blocks_from_list, tool_call_from_dict
 from ._rows import answer_of, loads
 from ._schema import NewerSchema
 
@@ -32,7 +32,7 @@ logger = logging.getLogger("ollm_lite.call_log")
 #: The ends of a turn the log marks as servable (``ok``).
 _GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
 #: What a cached answer replays (its usage is not: a cached turn spends nothing).
-_SERVED = ("text", "thinking", "tool_calls", "finish")
+_SERVED = ("text", "thinking", "tool_calls", "finish", "provider_blocks")
 
 
 class Connection(Protocol):
@@ -84,4 +84,5 @@ def cached_events(answer: dict[str, Any]) -> Iterator[ProviderEvent]:
         yield TextEvent(str(answer["text"]))
     for call in answer.get("tool_calls") or ():
         yield ToolCallEvent(tool_call_from_dict(call))
-    yield FinishEvent(answer.get("finish") or "stop", None)
+    blocks = blocks_from_list(answer.get("provider_blocks"))
+    yield FinishEvent(answer.get("finish") or "stop", None, provider_blocks=blocks)

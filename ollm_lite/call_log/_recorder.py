@@ -42,6 +42,7 @@ from ..types import (
 from ..types._event_fold import EventFold, add_usage
 from ._cache import cache_key, cached_events, lookup
 from ._records import (
+    blocks_to_list,
     dumps,
     message_dict,
     result_to_dict,
@@ -298,6 +299,8 @@ class Recorder:
                 elif isinstance(event, FinishEvent):
                     answer["finish"] = event.reason
                     answer["usage"] = usage_dict(event.usage)
+                    if event.provider_blocks:
+                        answer["provider_blocks"] = blocks_to_list(event.provider_blocks)
                 elif isinstance(event, ErrorEvent):
                     answer["finish"] = "error"
                     answer["error"] = {"code": event.error.code, "message": event.error.message}

@@ -17,7 +17,7 @@ from ..types import (
     ThinkingEvent,
     ToolCallEvent,
 )
-from ._records import LoggedCall, dumps, tool_call_from_dict, usage_from_dict
+from ._records import LoggedCall, blocks_from_list, dumps, tool_call_from_dict, usage_from_dict
 
 __all__ = ["RequestCheck", "first_difference", "logged_requests", "replay_turns"]
 
@@ -139,5 +139,6 @@ def _events(answer: dict[str, Any]) -> list[ProviderEvent]:
         return events
     finish = answer.get("finish")
     reason: Any = finish if finish in _FINISH else ("tool" if answer.get("tool_calls") else "stop")
-    events.append(FinishEvent(reason, usage_from_dict(answer.get("usage"))))
+    blocks = blocks_from_list(answer.get("provider_blocks"))
+    events.append(FinishEvent(reason, usage_from_dict(answer.get("usage")), provider_blocks=blocks))
     return events
