@@ -33,13 +33,13 @@ _MASK = "***"
 def replay_turns(calls: Iterable[LoggedCall]) -> list[list[ProviderEvent]]:
     """Every model turn of ``calls``, oldest call first (whatever order they are given in),
     as the provider events the model sent."""
-    ordered = sorted(calls, key=lambda c: c.id)
+    ordered = sorted(calls, key=lambda c: c.id or "")  # a damaged id: first
     return [_events(turn.get("answer") or {}) for call in ordered for turn in call.turns]
 
 
 def logged_requests(calls: Iterable[LoggedCall]) -> list[dict[str, Any]]:
     """The request of every model turn of ``calls``, in :func:`replay_turns`' order."""
-    ordered = sorted(calls, key=lambda c: c.id)
+    ordered = sorted(calls, key=lambda c: c.id or "")
     return [dict(turn.get("request") or {}) for call in ordered for turn in call.turns]
 
 
