@@ -14,17 +14,14 @@ import hashlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..types import FinishEvent, ProviderEvent, TextEvent, ThinkingEvent, ToolCallEvent
-from ._records import tool_call_from_dict
 from ._schema import NewerSchema
 
 if TYPE_CHECKING:
     from ._writer import LogFile
 
-__all__ = ["cache_key", "cached_events", "lookup"]
+__all__ = ["cache_key", "lookup"]
 
 logger = logging.getLogger("ollm_lite.call_log")
 
@@ -66,14 +63,3 @@ def lookup(file: LogFile, key: str, budget: float) -> dict[str, Any] | None:
     except ValueError:
         return None
     return answer if isinstance(answer, dict) else None
-
-
-def cached_events(answer: dict[str, Any]) -> Iterator[ProviderEvent]:
-    """A logged answer as the provider events it stands for (no usage: nothing was spent)."""
-    if answer.get("thinking"):
-        yield ThinkingEvent(str(answer["thinking"]))
-    if answer.get("text"):
-        yield TextEvent(str(answer["text"]))
-    for call in answer.get("tool_calls") or ():
-        yield ToolCallEvent(tool_call_from_dict(call))
-    yield FinishEvent(answer.get("finish") or "stop", None)

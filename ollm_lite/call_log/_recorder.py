@@ -2,11 +2,10 @@
 
 A :class:`CallLogger` belongs to a client with the log on: it knows the log file, the
 connection's secrets and whether to answer from the cache. :meth:`CallLogger.begin` starts a
-:class:`Recorder` for one call. The chat loop streams each model turn through
-:meth:`Recorder.turn` (which notes the request and the answer as they pass, or answers from
-the log when caching and an identical turn is there), and the call's end hands its ``Reply``
-to :meth:`Recorder.finish`, which builds the row and commits it before the call returns.
-Nothing is written on the stream's path.
+:class:`Recorder` for one call. The gate (:mod:`ollm_lite.gate`), which every model request
+passes, opens each turn's record with :meth:`Recorder.open_turn` and notes the answer into
+it as it passes; the call's end hands its ``Reply`` to :meth:`Recorder.finish`, which builds
+the row and commits it before the call returns. Nothing is written on the stream's path.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Generator, Iterator, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,23 +27,16 @@ from urllib.parse import urlsplit
 from ..client._run_call import Reply, reply_of
 from ..http.secrets import Redactor
 from ..types import (
-    ErrorEvent,
-    FinishEvent,
     GenerationOptions,
-    ProviderEvent,
     ProviderRequest,
-    TextEvent,
-    ThinkingEvent,
-    ToolCallEvent,
 )
 from ..types._event_fold import EventFold
-from ._cache import cache_key, cached_events, lookup
+from ._cache import cache_key, lookup
 from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
 from ._writer import MAX_BUSY, LogFile
 
 if TYPE_CHECKING:
     from ..client._prepare import Call
-    from ..providers.base import ProviderAdapter
     from ..types import ChatEvent
 
 __all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
@@ -51,20 +44,6 @@ __all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
 _USERINFO = re.compile(r'(?<=://)[^/@\s"\\]+@')
 #: Turn endings a cache may answer from (not an error, not a cancel).
 _GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
-
-
-_GENERATION_FIELDS = (
-    "temperature",
-    "max_tokens",
-    "top_p",
-    "top_k",
-    "repeat_penalty",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "extra_body",
-)
 
 
 def new_id(now_ns: int | None = None) -> str:
@@ -122,7 +101,7 @@ def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
     out)."""
     if options is None:
         return {}
-    found = {name: getattr(options, name, None) for name in _GENERATION_FIELDS}
+    found = {f.name: getattr(options, f.name, None) for f in fields(options)}
     return {k: v for k, v in found.items() if v is not None and v != {}}
 
 
@@ -163,9 +142,20 @@ class CallLogger:
         session_id: str | None = None,
         custom_id: str | None = None,
         model: str | None = None,
+        deadline: float | None = None,
+        headers: Sequence[str] = (),
     ) -> Recorder:
-        """Start recording one call."""
-        return Recorder(self, source, call, session_id=session_id, custom_id=custom_id, model=model)
+        """Start recording one call (``deadline``: ``time.monotonic()`` value the call must
+        end by, when ``call`` does not carry it; ``headers``: the values of the headers its
+        requests carry, never stored)."""
+        recorder = Recorder(
+            self, source, call, session_id=session_id, custom_id=custom_id, model=model
+        )
+        if deadline is not None:
+            recorder.deadline = deadline
+        if headers:
+            recorder.mask = self.masker([*recorder.secret, *headers])
+        return recorder
 
     def masker(self, extra: Sequence[str] = ()) -> Masker:
         """The masker of this connection's secrets and ``extra`` (a call's header values)."""
@@ -214,17 +204,17 @@ class Recorder:
                 call.loop.get("system_prompt"), [message_dict(m) for m in history]
             )
             self.options = _options(call)
-            if settings.timeout is not None:
-                self.deadline = self.started + settings.timeout
-        self.mask = logger.masker([v for v in secret if isinstance(v, str)])
+            self.deadline = settings.deadline
+        self.secret = [v for v in secret if isinstance(v, str)]
+        self.mask = logger.masker(self.secret)
         self._lock = threading.Lock()
         self.done = False
 
     # ------------------------------------------------------------------ turns
 
-    def turn(self, adapter: ProviderAdapter, request: ProviderRequest) -> Iterator[ProviderEvent]:
-        """The events of one model turn: from the log when cached, else from ``adapter``,
-        noted as they pass."""
+    def open_turn(self, request: ProviderRequest) -> dict[str, Any]:
+        """The record of a new model turn of this call: its request (and cache key, when the
+        log answers from itself) and an answer the gate fills as it arrives."""
         described = self.request_dict(request)
         key = cache_key(self.logger, described) if self.logger.cache else None
         record: dict[str, Any] = {
@@ -233,51 +223,31 @@ class Recorder:
             "cached": False,
             "key": key,
         }
-        if not self.turns:
-            self.model = request.model
-            self.messages = described["messages"]
-            if not self.from_call:  # the CLI's chat: what its first request carried
-                self.options = dict(described["options"])
-        self.turns.append(record)
-        if key is not None:
-            found = lookup(self.logger.file, key, self._budget())
-            if found is not None:
-                record["answer"] = found
-                record["cached"] = True
-                yield from cached_events(found)
-                return
-        yield from self._live(adapter, request, record["answer"])
+        with self._lock:
+            if not self.turns:
+                self.model = request.model
+                self.messages = described["messages"]
+                if not self.from_call:  # the CLI's chat or a batch line: its first request
+                    self.options = dict(described["options"])
+            self.turns.append(record)
+        return record
 
-    def _live(
-        self, adapter: ProviderAdapter, request: ProviderRequest, answer: dict[str, Any]
-    ) -> Iterator[ProviderEvent]:
-        text: list[str] = []
-        thinking: list[str] = []
-        try:
-            for event in adapter.chat_stream(request):
-                if isinstance(event, TextEvent | ThinkingEvent | ToolCallEvent):
-                    if self.first_token is None:
-                        self.first_token = time.monotonic() - self.started
-                    if isinstance(event, TextEvent):
-                        text.append(event.value)
-                    elif isinstance(event, ThinkingEvent):
-                        thinking.append(event.value)
-                    else:
-                        answer["tool_calls"].append(tool_call_dict(event.value))
-                elif isinstance(event, FinishEvent):
-                    answer["finish"] = event.reason
-                    answer["usage"] = usage_dict(event.usage)
-                elif isinstance(event, ErrorEvent):
-                    answer["finish"] = "error"
-                    answer["error"] = {"code": event.error.code, "message": event.error.message}
-                answer["text"] = "".join(text)
-                answer["thinking"] = "".join(thinking)
-                yield event
-        finally:
-            answer["text"] = "".join(text)
-            answer["thinking"] = "".join(thinking)
-            if answer["finish"] is None:
-                answer["finish"] = "cancelled"
+    def cached(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The logged answer to ``record``'s request when the cache has one (then the turn
+        is marked answered from the log)."""
+        key = record["key"]
+        if key is None:
+            return None
+        found = lookup(self.logger.file, key, self._budget())
+        if found is not None:
+            record["answer"] = found
+            record["cached"] = True
+        return found
+
+    def note_first_token(self) -> None:
+        """The first piece of the answer arrived from the server now."""
+        if self.first_token is None:
+            self.first_token = time.monotonic() - self.started
 
     def request_dict(self, request: ProviderRequest) -> dict[str, Any]:
         """What identifies a model turn's request (never its headers, timeout or cancel)."""
@@ -294,11 +264,6 @@ class Recorder:
             "think": request.think,
             "options": generation_dict(request.options),
         }
-
-    def wrap(self, adapter: ProviderAdapter) -> ProviderAdapter:
-        """``adapter`` with its model turns streamed through :meth:`turn` (for a chat run on
-        the lower-level runtime, as the CLI's ``chat`` is)."""
-        return _Recording(adapter, self)
 
     # ------------------------------------------------------------------ the end
 
@@ -403,20 +368,6 @@ class Recorder:
             )
         prompt = text_of("\n".join(_texts(self.messages)))
         return row, turns, (prompt, text)
-
-
-class _Recording:
-    """A provider whose ``chat_stream`` goes through a recorder; the rest is the provider's."""
-
-    def __init__(self, inner: ProviderAdapter, recorder: Recorder) -> None:
-        self._inner = inner
-        self._recorder = recorder
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
-        return self._recorder.turn(self._inner, request)
 
 
 class Masker:

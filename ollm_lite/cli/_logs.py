@@ -22,10 +22,10 @@ from ._common import EXIT_OK, Context, UsageError, emit_json, table
 
 if TYPE_CHECKING:
     from ..call_log._reader import CallLog
-    from ..call_log._recorder import Recorder
+    from ..gate import GatedCall
     from ..providers.base import ProviderAdapter
 
-__all__ = ["add_chat_log_flags", "add_logs_parser", "chat_recorder", "duration"]
+__all__ = ["add_chat_log_flags", "add_logs_parser", "chat_gate", "duration"]
 
 _DURATION = re.compile(r"([1-9][0-9]*)([smhd]?)")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -380,13 +380,13 @@ def add_chat_log_flags(chat: argparse.ArgumentParser) -> None:
     )
 
 
-def chat_recorder(
+def chat_gate(
     args: argparse.Namespace, ctx: Context, adapter: ProviderAdapter, model: str
-) -> Recorder | None:
-    """The recorder of a CLI ``chat`` exchange (``None``: not logged)."""
+) -> GatedCall | None:
+    """The way in of a CLI ``chat`` exchange through the gate (``None``: nothing to pass)."""
     from ..call_log._hooks import client_logger
+    from ..gate import gate_for
 
     logger = client_logger(getattr(args, "log", None), None, ctx.config, adapter)
-    if logger is None:
-        return None
-    return logger.begin("cli", model=model)
+    gate = gate_for(adapter, log=logger)
+    return None if gate is None else gate.call("cli", model=model)

@@ -53,6 +53,7 @@ from ._session import Session
 if TYPE_CHECKING:
     from ..call_log._recorder import CallLogger
     from ..config import Config
+    from ..gate import Gate
 
 __all__ = [
     "Client",
@@ -86,6 +87,8 @@ class Client(ScriptCalls):
         context_limits: Context windows by model name, from the configuration.
         schema_retries: As above; may be changed.
         call_log: Where calls are logged (``None``: not logged); set by :func:`connect`.
+        gate: The one way in every model request of the client passes (the call log, the
+            cache); ``None`` when nothing is set to pass (see :mod:`ollm_lite.gate`).
 
     The calls — :meth:`ask`, :meth:`stream`, :meth:`run`, :meth:`events` — are the same on a
     :class:`Session`, which continues one conversation.
@@ -121,6 +124,7 @@ class Client(ScriptCalls):
         self._chat = ChatClient(provider, max_turns=max_turns, context_limits=self.context_limits)
         self._lock = threading.Lock()
         self.call_log: CallLogger | None = None
+        self.gate: Gate | None = None
 
     def __repr__(self) -> str:
         return f"Client(provider={getattr(self.provider, 'name', '?')!r}, model={self.model!r})"
@@ -281,6 +285,10 @@ def connect(
         context_limits=settings.context_limits,
     )
     client.call_log = client_logger(log, cache, settings, adapter)
+    if client.call_log is not None:
+        from ..gate import gate_for
+
+        client.gate = gate_for(adapter, log=client.call_log)
     return client
 
 

@@ -50,6 +50,10 @@ class Call:
     settings: CallSettings
     loop: ChatCall
     """The :class:`~ollm_lite.chat._loop.ChatLoop` keywords this call sets."""
+    source: str = "ask"
+    """What the call log records it as: ``ask``, ``stream``, ``run``, ``events`` or ``map``."""
+    session_id: str | None = None
+    """The :class:`~ollm_lite.Session` the call continues, if any."""
 
 
 def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .._cancel_link import deadline_for
 from ..types import (
     ErrorEvent,
     ErrorInfo,
@@ -54,8 +55,9 @@ class ScriptedTurn:
         hang: After the events, block until the request's cancel event is set, like a server
             that stops talking (a request without a cancel event then ends with an error).
 
-    Like the HTTP providers, a turn honours ``request.timeout``: when its delays or its hang
-    outlast it, the turn ends with an ``ErrorEvent`` (``LLM_TIMEOUT``).
+    Like the HTTP providers, a turn honours ``request.timeout`` and the call's deadline its
+    cancel event carries: when its delays or its hang outlast them, the turn ends with an
+    ``ErrorEvent`` (``LLM_TIMEOUT``).
     """
 
     events: list[ProviderEvent] = field(default_factory=list)
@@ -158,8 +160,7 @@ class ScriptedProvider(BaseProvider):
         with self._lock:
             self.requests.append(request)
             turn = self._turns.popleft() if self._turns else None
-        deadline = None if request.timeout is None else time.monotonic() + request.timeout
-        return self._play(turn, request.cancel, deadline)
+        return self._play(turn, request.cancel, deadline_for(request.timeout, request.cancel))
 
     @staticmethod
     def _play(
