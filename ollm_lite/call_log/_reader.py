@@ -157,6 +157,11 @@ class CallLog:
         except sqlite3.Error as exc:
             raise ConfigError(f"the call log {self.path} cannot be read: {exc}") from exc
 
+    def _has_cost(self) -> bool:
+        """Whether the file keeps costs (a read-only log older than them does not)."""
+        rows = self._query("SELECT name FROM pragma_table_info('calls') WHERE name = 'cost'")
+        return bool(rows)
+
     # ------------------------------------------------------------------ queries
 
     def calls(
@@ -262,6 +267,7 @@ class CallLog:
             cached=bool(row["cached"]),
             session_id=stored_text(row["session_id"]),
             custom_id=stored_text(row["custom_id"]),
+            cost=row["cost"] if "cost" in row.keys() else None,  # noqa: SIM118 (Row: values)
             turns=[
                 {
                     "request": json.loads(t["request"]),
@@ -285,9 +291,10 @@ class CallLog:
         column = _STATS_COLUMNS.get(by) if isinstance(by, str) else None
         if column is None:
             raise ConfigError(f"by must be one of model, day, host, source, not {by!r}")
+        cost = "cost" if self._has_cost() else "NULL AS cost"  # an older read-only log
         sql = (
             f"SELECT coalesce({column}, '') AS key, seconds, error_code, cached, prompt_tokens, "
-            "completion_tokens FROM calls"
+            f"completion_tokens, {cost} FROM calls"
         )
         params: list[Any] = []
         if since is not None:
@@ -369,6 +376,7 @@ def _percentile(values: list[float], share: float) -> float:
 def _stats(key: str, rows: list[sqlite3.Row]) -> CallStats:
     seconds = sorted(float(r["seconds"]) for r in rows)
     live = [r for r in rows if not r["cached"]]
+    costs = [float(r["cost"]) for r in rows if r["cost"] is not None]
     return CallStats(
         key=key,
         calls=len(rows),
@@ -378,4 +386,5 @@ def _stats(key: str, rows: list[sqlite3.Row]) -> CallStats:
         completion_tokens=sum(int(r["completion_tokens"] or 0) for r in live),
         seconds_p50=_percentile(seconds, 0.5),
         seconds_p95=_percentile(seconds, 0.95),
+        cost=sum(costs) if costs else None,
     )

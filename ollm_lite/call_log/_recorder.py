@@ -17,27 +17,25 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..client._run_call import Reply, reply_of
+from ..client._run_call import Reply
 from ..http.secrets import Redactor
 from ..types import (
     GenerationOptions,
     ProviderRequest,
 )
-from ..types._event_fold import EventFold
 from ._cache import cache_key, lookup
 from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
 from ._writer import MAX_BUSY, LogFile
 
 if TYPE_CHECKING:
     from ..client._prepare import Call
-    from ..types import ChatEvent
 
 __all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
 
@@ -267,33 +265,12 @@ class Recorder:
 
     # ------------------------------------------------------------------ the end
 
-    def watch(self, events: Generator[ChatEvent, None, None]) -> Generator[ChatEvent, None, None]:
-        """``events`` passed through; the call is recorded when they end or are closed."""
-        fold = EventFold()
-        completed = False
-        try:
-            for event in events:
-                fold.add(event)
-                yield event
-            completed = True
-        finally:
-            events.close()
-            self.finish_fold(fold, cancelled=not completed)
-
-    def finish_fold(self, fold: EventFold, *, cancelled: bool) -> None:
-        """Record the call from the events it produced (``cancelled``: closed early)."""
-        folded = fold.result()
-        reply = reply_of(folded, [], len(self.turns))
-        if cancelled and folded.finish is None:
-            reply.finish = "cancelled"
-            reply.error = None
-        self.finish(reply)
-
-    def finish(self, reply: Reply) -> None:
-        """Commit the call; never raises for the log's own trouble (it warns once)."""
+    def finish(self, reply: Reply) -> bool:
+        """Commit the call (``True`` once committed); never raises for the log's own trouble
+        (it warns once)."""
         with self._lock:
             if self.done:
-                return
+                return False
             self.done = True
         try:
             row, turns, search = self._row(reply)
@@ -301,8 +278,19 @@ class Recorder:
             import logging
 
             logging.getLogger("ollm_lite.call_log").debug("call not logged", exc_info=True)
-            return
-        self.logger.file.write(row, turns, search, self._budget())
+            return False
+        return self.logger.file.write(row, turns, search, self._budget())
+
+    def drop_turn(self, record: dict[str, Any]) -> None:
+        """Forget a turn whose request was never sent (a budget refused it, or its wait for
+        the rate limit ended): it is no model turn."""
+        with self._lock:
+            self.turns = [turn for turn in self.turns if turn is not record]
+
+    def write_budget(self) -> float:
+        """Seconds a read or write of the log may wait for this call (its deadline's rest,
+        at most 5 s)."""
+        return self._budget()
 
     def _budget(self) -> float:
         if self.deadline is None:
@@ -347,6 +335,7 @@ class Recorder:
             "cached": int(cached),
             "session_id": self.session_id,
             "custom_id": text_of(self.custom_id) if self.custom_id else self.custom_id,
+            "cost": reply.cost,
         }
         turns = []
         for number, turn in enumerate(self.turns, 1):

@@ -225,7 +225,12 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
         for s in stats
     ]  # fmt: skip
     headers = [args.by.upper(), "CALLS", "ERRORS", "CACHED", "PROMPT", "COMPLETION", "P50 S"]
-    ctx.out.write(table([*headers, "P95 S"], rows))
+    headers.append("P95 S")
+    if any(s.cost is not None for s in stats):  # a cost column once any call has a cost
+        headers.append("COST")
+        for row, s in zip(rows, stats, strict=True):
+            row.append("-" if s.cost is None else f"{s.cost:.4f}")
+    ctx.out.write(table(headers, rows))
     return EXIT_OK
 
 
@@ -384,9 +389,7 @@ def chat_gate(
     args: argparse.Namespace, ctx: Context, adapter: ProviderAdapter, model: str
 ) -> GatedCall | None:
     """The way in of a CLI ``chat`` exchange through the gate (``None``: nothing to pass)."""
-    from ..call_log._hooks import client_logger
-    from ..gate import gate_for
+    from ..gate import configured_gate
 
-    logger = client_logger(getattr(args, "log", None), None, ctx.config, adapter)
-    gate = gate_for(adapter, log=logger)
+    gate = configured_gate(adapter, ctx.config, getattr(args, "log", None))
     return None if gate is None else gate.call("cli", model=model)

@@ -53,7 +53,7 @@ from ._session import Session
 if TYPE_CHECKING:
     from ..call_log._recorder import CallLogger
     from ..config import Config
-    from ..gate import Gate
+    from ..gate import Budget, Gate, RateLimit
 
 __all__ = [
     "Client",
@@ -234,6 +234,9 @@ def connect(
     per_host: int | None = None,
     log: bool | str | os.PathLike[str] | None = None,
     cache: bool | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+    budget: Budget | None = None,
+    rate: RateLimit | None = None,
     **options: Unpack[Options],
 ) -> Client:
     """A client configured the way ``ollm-lite`` is: config file, environment, then arguments.
@@ -254,6 +257,16 @@ def connect(
             not even when the environment or the config file asks; ``None``: as they say).
             See :mod:`ollm_lite.call_log`.
         cache: Answer a model turn identical to a logged one from the log (implies the log).
+        prices: Prices per million tokens by exact model name, ``{"MODEL": {"input": ...,
+            "output": ..., "cached_input": ...}}`` (``cached_input`` optional), over the
+            config file's ``[prices."MODEL"]`` tables: ``Reply.cost`` and the log's costs.
+            See docs/costs.md.
+        budget: Limits on what the client spends (a :class:`~ollm_lite.Budget`), over the
+            config file's ``[budget]``: a request at or past one is not sent
+            (``BudgetExceeded``). ``per="day"``/``"month"`` count from the call log, and
+            turn it on (with ``log=False``: ``ConfigError``).
+        rate: Requests and tokens per minute (a :class:`~ollm_lite.RateLimit`), over the
+            config file's ``[rate]``, shared by the client's threads, ``map`` and batch lines.
         **options: Defaults for every call: the per-call options of :meth:`Client.ask`.
 
     Returns:
@@ -261,8 +274,8 @@ def connect(
 
     Raises:
         TypeError: an unknown keyword.
-        ConfigError: ``CONFIG_INVALID`` for an unreadable or invalid configuration, or
-            ``cache=True`` with ``log=False``.
+        ConfigError: ``CONFIG_INVALID`` for an unreadable or invalid configuration,
+            ``cache=True`` or a day/month budget with ``log=False``, or bad prices.
         ProviderNotFound: ``PROVIDER_NOT_FOUND`` for an unknown provider name.
     """
     check_names(options, "connect")
@@ -284,11 +297,25 @@ def connect(
         options=options,
         context_limits=settings.context_limits,
     )
-    client.call_log = client_logger(log, cache, settings, adapter)
-    if client.call_log is not None:
-        from ..gate import gate_for
+    from ..gate import gate_for
+    from ..gate._budget import budget_from
+    from ..gate._prices import prices_from
+    from ..gate._rate import rate_from
 
-        client.gate = gate_for(adapter, log=client.call_log)
+    priced = prices_from(prices, settings.prices)
+    limits = budget_from(budget, settings.budget)
+    per_minute = rate_from(rate, settings.rate)
+    if limits is not None and limits.from_log:  # counted from the log: it must be on
+        if log is False:
+            raise ConfigError(
+                f"a per={limits.per!r} budget is counted from the call log: "
+                "it cannot go with log=False"
+            )
+        log = True if log is None else log
+    client.call_log = client_logger(log, cache, settings, adapter)
+    client.gate = gate_for(
+        adapter, log=client.call_log, prices=priced, budget=limits, rate=per_minute
+    )
     return client
 
 

@@ -95,6 +95,10 @@ class Reply:
     """The exception, for a failed item (``finish == "error"``)."""
     value: Any = None
     """The validated object when a ``schema`` was given."""
+    cost: float | None = None
+    """What the call cost, summed over its model turns, by the prices the client was given
+    (per million tokens, in their currency): ``None`` when a turn's model has no price or a
+    priced turn's server reported no usage; 0 when every turn came from the cache."""
 
     def __str__(self) -> str:
         return self.text

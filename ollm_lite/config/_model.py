@@ -90,6 +90,10 @@ class Config:
         mcp_servers: MCP servers by name (``[mcp.servers.NAME]``), for ``mcp_tools(NAME)``
             and ``ollm-lite chat --tools NAME``.
         log: The ``[log]`` table (``enabled``, ``path``) of the call log.
+        prices: The ``[prices."MODEL"]`` tables (``input``, ``output``, ``cached_input``:
+            per million tokens), by model name.
+        budget: The ``[budget]`` table (``tokens``, ``cost``, ``requests``, ``per``).
+        rate: The ``[rate]`` table (``requests_per_minute``, ``tokens_per_minute``).
         source: The file that was read, or ``None`` when none was.
         origins: Dotted path → where its value came from (``file``, ``env NAME``,
             ``override``), for ``ollm-lite config show``.
@@ -104,6 +108,9 @@ class Config:
     context_limits: dict[str, int] = field(default_factory=dict)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     log: dict[str, Any] = field(default_factory=dict)
+    prices: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    rate: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     issues: list[ConfigIssue] = field(default_factory=list, repr=False, compare=False)

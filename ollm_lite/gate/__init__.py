@@ -7,23 +7,30 @@ server around it. Each call opens a :class:`GatedCall` (:meth:`Gate.call`), itse
 provider-shaped: the chat loop streams the call's turns through it as through any provider.
 A request passes, in this order:
 
-1. the cache (``cache=True``): an identical logged turn answers and nothing is sent;
-2. the server;
+1. the cache (``cache=True``): an identical logged turn answers and nothing is sent, spent,
+   refused or delayed;
+2. the budget (:mod:`~ollm_lite.gate._budget`): at or past a limit the request is not sent
+   (``BudgetExceeded``);
+3. the rate limit (:mod:`~ollm_lite.gate._rate`): the request waits for its turn, within the
+   call's deadline; one that waited is checked against the budget again;
+4. the server;
 
 and its answer comes back through the call log (the call's row is committed when the call
-ends). A client with none of these on has no gate: its requests go straight to the provider.
+ends) and the spend counters: each turn's tokens and its cost from the client's prices
+(:mod:`~ollm_lite.gate._prices`). A client with none of these on has no gate: its requests
+go straight to the provider.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .._cancel_link import deadline_for
-from ..errors import Cancelled, OllmError
+from ..errors import BudgetExceeded, Cancelled, ConfigError, OllmError
 from ..types import (
     ChatEvent,
     ChatResult,
@@ -34,7 +41,11 @@ from ..types import (
     TextEvent,
     ThinkingEvent,
     ToolCallEvent,
+    Usage,
 )
+from ._budget import Budget, Spending, Spent
+from ._prices import Price, turn_cost
+from ._rate import RateLimit, RateLimiter
 
 if TYPE_CHECKING:
     from ..call_log._recorder import CallLogger, Recorder
@@ -43,18 +54,35 @@ if TYPE_CHECKING:
     from ..providers.base import ProviderAdapter
     from ..types._event_fold import EventFold
 
-__all__ = ["Gate", "GatedCall", "batch_gate", "chat_line", "gate_for"]
+__all__ = [
+    "Budget",
+    "Gate",
+    "GatedCall",
+    "RateLimit",
+    "batch_gate",
+    "chat_line",
+    "cli_batch_gate",
+    "configured_gate",
+    "gate_for",
+]
 
 #: A batch line's ending as a ``Reply.finish``.
 _LINE_FINISH = {"stop": "complete", "length": "complete", "tool_calls": "tool_calls"}
 
 
-def gate_for(provider: ProviderAdapter, *, log: CallLogger | None) -> Gate | None:
+def gate_for(
+    provider: ProviderAdapter,
+    *,
+    log: CallLogger | None,
+    prices: Mapping[str, Price] | None = None,
+    budget: Budget | None = None,
+    rate: RateLimit | None = None,
+) -> Gate | None:
     """The gate of a client on ``provider`` (``None``: nothing to pass, the provider is
     called directly)."""
-    if log is None:
+    if log is None and not prices and budget is None and rate is None:
         return None
-    return Gate(provider, log=log)
+    return Gate(provider, log=log, prices=prices, budget=budget, rate=rate)
 
 
 class Gate:
@@ -66,15 +94,33 @@ class Gate:
     Args:
         provider: The provider the requests go to.
         log: The client's call log (``None``: not logged).
+        prices: Prices per million tokens by model name (a turn of another model has no
+            cost).
+        budget: Limits on what the client spends (``per`` a day or a month: counted from
+            ``log``, which it needs).
+        rate: Requests and tokens per minute, for every thread of the client.
         source: What a request made on the gate itself is logged as (a batch run's
             ``batch:<file>``).
     """
 
     def __init__(
-        self, provider: ProviderAdapter, *, log: CallLogger | None, source: str = "ask"
+        self,
+        provider: ProviderAdapter,
+        *,
+        log: CallLogger | None,
+        prices: Mapping[str, Price] | None = None,
+        budget: Budget | None = None,
+        rate: RateLimit | None = None,
+        source: str = "ask",
     ) -> None:
+        if budget is not None and budget.from_log and log is None:
+            raise ConfigError(f"a per={budget.per!r} budget is counted from the call log")
         self.inner = provider
         self.log = log
+        self.prices = dict(prices or {})
+        self.budget = budget
+        self.spending = Spending(budget, log.file if log is not None else None)
+        self.limiter = RateLimiter(rate) if rate is not None else None
         self.source = source
 
     def __getattr__(self, name: str) -> Any:
@@ -140,6 +186,67 @@ class GatedCall:
         self.gate = gate
         self.inner = gate.inner
         self.record = record
+        self.costs: list[float | None] = []
+        """Each model turn's cost (0 for one answered from the cache)."""
+        self.spent = Spent()
+        """What this call spent (settled with the client's counters once it is logged)."""
+        self._lock = threading.Lock()
+
+    @property
+    def cost(self) -> float | None:
+        """The call's cost: the sum over its model turns; ``None`` when a turn's model has
+        no price or a priced turn came without usage (or no turn was made)."""
+        with self._lock:
+            costs = list(self.costs)
+        if not costs or any(c is None for c in costs):
+            return None
+        return float(sum(c for c in costs if c is not None))
+
+    def _admit(self, request: ProviderRequest) -> None:
+        """Let the request go to the server, or refuse it.
+
+        Raises:
+            BudgetExceeded: a limit is reached (nothing was sent nor counted).
+            RequestTimeout: the rate limit's next turn comes after the call's deadline.
+            Cancelled: the call was cancelled while it waited for its turn.
+        """
+        spending, limiter = self.gate.spending, self.gate.limiter
+        wait = self.record.write_budget() if self.record is not None else 5.0
+        if limiter is None:
+            spending.check(reserve=True, budget_seconds=wait)
+        else:
+            if spending.budget is not None:  # refused at once, not after a wait
+                spending.check(reserve=False, budget_seconds=wait)
+            slot = limiter.acquire(request.cancel, deadline_for(request.timeout, request.cancel))
+            try:  # what others spent while it waited counts too: checked again, and reserved
+                spending.check(reserve=True, budget_seconds=wait)
+            except BudgetExceeded:
+                limiter.release(slot)
+                raise
+        with self._lock:
+            self.spent.requests += 1
+
+    def _spent(self, request: ProviderRequest, usage: Usage | None) -> None:
+        """A turn's answer arrived: its tokens and cost are counted."""
+        cost = turn_cost(self.gate.prices.get(request.model), usage)
+        tokens = 0
+        if usage is not None:
+            tokens = (usage.prompt_tokens or 0) + (usage.completion_tokens or 0)
+        with self._lock:
+            self.costs.append(cost)
+            self.spent.tokens += tokens
+            self.spent.cost += cost or 0.0
+        self.gate.spending.answered(tokens, cost)
+        if self.gate.limiter is not None:
+            self.gate.limiter.answered(tokens)
+
+    def _refused(self, turn: dict[str, Any] | None) -> None:
+        if turn is not None and self.record is not None:
+            self.record.drop_turn(turn)
+
+    def _from_cache(self) -> None:
+        with self._lock:
+            self.costs.append(0.0)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -158,9 +265,19 @@ class GatedCall:
             if found is not None:
                 from ..call_log._answers import answer_events
 
+                self._from_cache()
                 yield from answer_events(found, spent=False)
                 return
-        yield from self._noted(self.inner.chat_stream(request), turn)
+        try:
+            self._admit(request)
+        except OllmError as exc:
+            self._refused(turn)
+            if isinstance(exc, Cancelled):
+                yield FinishEvent("cancelled")
+            else:
+                yield ErrorEvent(exc.to_info(), exception=exc)
+            return
+        yield from self._noted(request, self.inner.chat_stream(request), turn)
 
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole model turn (as ``provider.chat``), through the gate."""
@@ -169,11 +286,30 @@ class GatedCall:
         return collect_result(self.chat_stream(request))
 
     def _noted(
-        self, events: Iterator[ProviderEvent], turn: dict[str, Any] | None
+        self,
+        request: ProviderRequest,
+        events: Iterator[ProviderEvent],
+        turn: dict[str, Any] | None,
     ) -> Iterator[ProviderEvent]:
-        if turn is None:
-            yield from events
-            return
+        """``events`` passed on, the answer noted: its cost and, when logged, its record."""
+        usage: Usage | None = None
+        try:
+            if turn is None:
+                for event in events:
+                    if isinstance(event, FinishEvent):
+                        usage = event.usage
+                    yield event
+                return
+            for event in self._recorded(events, turn):
+                if isinstance(event, FinishEvent):
+                    usage = event.usage
+                yield event
+        finally:
+            self._spent(request, usage)
+
+    def _recorded(
+        self, events: Iterator[ProviderEvent], turn: dict[str, Any]
+    ) -> Iterator[ProviderEvent]:
         record = self.record
         answer = turn["answer"]
         text: list[str] = []
@@ -221,9 +357,20 @@ class GatedCall:
             from ..providers.base import collect_result
 
             result = collect_result(answer_events(found, spent=False))
+            self._from_cache()
         else:
             try:
-                result = self.inner.chat(request)
+                try:
+                    self._admit(request)
+                except OllmError:
+                    self._refused(turn)
+                    turn = None
+                    raise
+                try:
+                    result = self.inner.chat(request)
+                except OllmError:
+                    self._spent(request, None)
+                    raise
             except OllmError as exc:
                 cancelled = isinstance(exc, Cancelled)
                 if turn is not None:
@@ -231,10 +378,12 @@ class GatedCall:
                     if not cancelled:
                         turn["answer"]["error"] = {"code": exc.code, "message": exc.message}
                 finish = "cancelled" if cancelled else "error"
+                sent = self.spent.requests
                 self.finish(
-                    Reply("", None, finish=finish, turns=1, error=None if cancelled else exc)
+                    Reply("", None, finish=finish, turns=sent, error=None if cancelled else exc)
                 )
                 raise
+            self._spent(request, result.usage)
             if turn is not None:
                 turn["answer"].update(_result_answer(result))
         self.finish(
@@ -268,13 +417,23 @@ class GatedCall:
 
     def finish_fold(self, fold: EventFold, *, cancelled: bool) -> None:
         """End the call from the events it produced (``cancelled``: closed early)."""
-        if self.record is not None:
-            self.record.finish_fold(fold, cancelled=cancelled)
+        from ..client._run_call import reply_of
+
+        folded = fold.result()
+        reply = reply_of(folded, [], len(self.costs))
+        if cancelled and folded.finish is None:
+            reply.finish = "cancelled"
+            reply.error = None
+        self.finish(reply)
 
     def finish(self, reply: Reply) -> None:
-        """End the call: its row is committed before the call returns."""
-        if self.record is not None:
-            self.record.finish(reply)
+        """End the call: ``reply.cost`` set, the row committed before the call returns (from
+        then on the log counts what it spent)."""
+        reply.cost = self.cost
+        if self.record is not None and self.record.finish(reply):
+            with self._lock:
+                spent = Spent(self.spent.requests, self.spent.tokens, self.spent.cost)
+            self.gate.spending.logged(spent)
 
 
 def _tool_call_dict(event: ToolCallEvent) -> dict[str, Any]:
@@ -313,12 +472,36 @@ def batch_gate(client: Any, input_path: Any) -> Any:
     return gate.with_source(_batch_source(input_path))
 
 
-def cli_batch_gate(provider: Any, config: Any, input_path: Any) -> Any:
-    """``provider`` for ``ollm-lite batch run``, behind a gate when ``OLLM_LOG`` or the
-    config file turn on what it passes."""
-    from ..call_log._hooks import client_logger
+def configured_gate(provider: Any, config: Any, log: bool | None = None) -> Gate | None:
+    """The gate of the command line on ``provider``: what ``OLLM_LOG`` and the config file
+    (``[log]``, ``[prices."MODEL"]``, ``[budget]``, ``[rate]``) turn on, ``log`` (``chat
+    --log/--no-log``) first; a day or month budget turns the log on.
 
-    gate = gate_for(provider, log=client_logger(None, None, config, provider))
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` for a day or month budget with ``--no-log``.
+    """
+    from ..call_log._hooks import client_logger
+    from ._budget import budget_from
+    from ._prices import prices_from
+    from ._rate import rate_from
+
+    budget = budget_from(None, getattr(config, "budget", None))
+    if budget is not None and budget.from_log:
+        if log is False:
+            raise ConfigError(f"the per={budget.per!r} budget is counted from the call log")
+        log = True
+    return gate_for(
+        provider,
+        log=client_logger(log, None, config, provider),
+        prices=prices_from(None, getattr(config, "prices", None)),
+        budget=budget,
+        rate=rate_from(None, getattr(config, "rate", None)),
+    )
+
+
+def cli_batch_gate(provider: Any, config: Any, input_path: Any) -> Any:
+    """``provider`` for ``ollm-lite batch run``, behind the configured gate, if any."""
+    gate = configured_gate(provider, config)
     return provider if gate is None else gate.with_source(_batch_source(input_path))
 
 
