@@ -109,6 +109,7 @@ _EXPORTS: dict[str, str] = {
     "load_config": "config",
     "validate_config": "config",
     # tools from MCP servers
+    "McpAuth": "mcp",
     "McpServer": "mcp",
     "mcp_tools": "mcp",
     # batches and fleets
@@ -201,6 +202,7 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         Timeouts as Timeouts,
     )
     from .mcp import (
+        McpAuth as McpAuth,
         McpServer as McpServer,
         mcp_tools as mcp_tools,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, get_args
 
 from ..types import (
+    ChatResult,
     ErrorEvent,
     ErrorInfo,
     FinishEvent,
@@ -19,9 +20,10 @@ from ..types import (
     ThinkingEvent,
     ToolCallEvent,
 )
+from ..types._event_fold import EventFold
 from ._records import tool_call_from_dict, usage_from_dict
 
-__all__ = ["answer_events"]
+__all__ = ["answer_events", "answer_result"]
 
 _REASONS = frozenset(get_args(FinishReason))
 
@@ -48,3 +50,16 @@ def answer_events(answer: dict[str, Any], *, spent: bool) -> list[ProviderEvent]
     usage = usage_from_dict(answer.get("usage")) if spent else None
     events.append(FinishEvent(reason, usage))
     return events
+
+
+def answer_result(answer: dict[str, Any]) -> ChatResult:
+    """A logged answer (text, thinking, tool calls, usage) as a :class:`ChatResult`: the fold
+    of :func:`answer_events`, whatever the answer's ending (for counting its tokens)."""
+    fold = EventFold()
+    for event in answer_events(answer, spent=True):
+        fold.add(event)
+    folded = fold.result()
+    calls = folded.tool_calls
+    return ChatResult(
+        folded.text, "tool_calls" if calls else "stop", calls, folded.usage, folded.thinking or None
+    )

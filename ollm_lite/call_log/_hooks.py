@@ -18,11 +18,20 @@ __all__ = ["client_logger"]
 def client_logger(log: Any, cache: Any, config: Any, provider: Any) -> CallLogger | None:
     """The logger of a client made by ``connect(log=, cache=)`` (``None``: off).
 
+    A provider whose ``log_from_settings`` is false (``ScriptedProvider``) logs only when
+    ``log`` or ``cache`` ask for it, never by the config file or ``OLLM_LOG`` alone.
+
     Raises:
         ConfigError: ``CONFIG_INVALID`` for ``cache=True`` with ``log=False`` or a bad value.
     """
     from ._settings import resolve
 
+    if (
+        log is None
+        and (cache is None or cache is False)
+        and not getattr(provider, "log_from_settings", True)
+    ):
+        return None  # a script (a test): not on by the config file or OLLM_LOG alone
     path, caching = resolve(log, cache, config)
     if path is None:
         return None

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,9 +29,20 @@ from ..http.secrets import Redactor
 from ..types import (
     GenerationOptions,
     ProviderRequest,
+    Usage,
 )
+from ..types._event_fold import add_usage
+from ._answers import answer_result
 from ._cache import cache_key, lookup
-from ._records import dumps, message_dict, result_to_dict, tool_call_dict, usage_dict
+from ._records import (
+    dumps,
+    message_dict,
+    result_to_dict,
+    tool_call_dict,
+    usage_dict,
+    usage_from_dict,
+)
+from ._usage import ESTIMATED, counted_usage
 from ._writer import MAX_BUSY, LogFile
 
 if TYPE_CHECKING:
@@ -101,6 +112,24 @@ def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
         return {}
     found = {f.name: getattr(options, f.name, None) for f in fields(options)}
     return {k: v for k, v in found.items() if v is not None and v != {}}
+
+
+def request_identity(request: ProviderRequest) -> dict[str, Any]:
+    """What identifies a model turn's request, as the log keeps it (never its headers,
+    timeout or cancel): the cache's identity, and what a strict replay compares."""
+    messages = _with_system(request.system_prompt, [message_dict(m) for m in request.messages])
+    return {
+        "model": request.model,
+        "messages": messages,
+        "tools": [
+            {"name": t.name, "description": t.description, "parameters": t.parameters}
+            for t in request.tools or ()
+        ],
+        "tool_choice": request.tool_choice,
+        "response_format": request.response_format,
+        "think": request.think,
+        "options": generation_dict(request.options),
+    }
 
 
 class CallLogger:
@@ -210,9 +239,10 @@ class Recorder:
 
     # ------------------------------------------------------------------ turns
 
-    def open_turn(self, request: ProviderRequest) -> dict[str, Any]:
+    def open_turn(self, request: ProviderRequest, adapter: Any) -> dict[str, Any]:
         """The record of a new model turn of this call: its request (and cache key, when the
-        log answers from itself) and an answer the gate fills as it arrives."""
+        log answers from itself) and an answer the gate fills as it arrives (``adapter``:
+        the provider it goes to, which counts its tokens when the server reports none)."""
         described = self.request_dict(request)
         key = cache_key(self.logger, described) if self.logger.cache else None
         record: dict[str, Any] = {
@@ -220,6 +250,7 @@ class Recorder:
             "answer": {"text": "", "thinking": "", "tool_calls": [], "finish": None},
             "cached": False,
             "key": key,
+            "live": (adapter, request),  # for counting its tokens when the server gave none
         }
         with self._lock:
             if not self.turns:
@@ -248,20 +279,8 @@ class Recorder:
             self.first_token = time.monotonic() - self.started
 
     def request_dict(self, request: ProviderRequest) -> dict[str, Any]:
-        """What identifies a model turn's request (never its headers, timeout or cancel)."""
-        messages = _with_system(request.system_prompt, [message_dict(m) for m in request.messages])
-        return {
-            "model": request.model,
-            "messages": messages,
-            "tools": [
-                {"name": t.name, "description": t.description, "parameters": t.parameters}
-                for t in request.tools or ()
-            ],
-            "tool_choice": request.tool_choice,
-            "response_format": request.response_format,
-            "think": request.think,
-            "options": generation_dict(request.options),
-        }
+        """What identifies a model turn's request: :func:`request_identity`."""
+        return request_identity(request)
 
     # ------------------------------------------------------------------ the end
 
@@ -273,6 +292,7 @@ class Recorder:
                 return False
             self.done = True
         try:
+            reply = self._counted(reply)
             row, turns, search = self._row(reply)
         except Exception:  # a value the log cannot represent must not fail the call
             import logging
@@ -291,6 +311,34 @@ class Recorder:
         """Seconds a read or write of the log may wait for this call (its deadline's rest,
         at most 5 s)."""
         return self._budget()
+
+    def _counted(self, reply: Reply) -> Reply:
+        """``reply`` whose usage counts every turn the server answered without usage (by
+        the provider's tokenizer, else estimated: see :mod:`._usage`); each such turn's
+        answer carries its figure."""
+        estimated = False
+        total: Usage | None = None
+        for turn in self.turns:
+            live = turn.pop("live", None)
+            answer = turn["answer"]
+            if turn["cached"] or live is None or answer.get("finish") == "error":
+                total = add_usage(total, usage_from_dict(answer.get("usage")))
+                continue
+            adapter, request = live
+            usage = counted_usage(
+                request,
+                answer_result(answer),
+                adapter,
+                deadline=self.deadline,
+                tokenizer=answer.get("finish") != "cancelled" and reply.finish != "cancelled",
+            )
+            if usage is not None and usage.extra.get(ESTIMATED):
+                estimated = True
+                answer["usage"] = usage_dict(usage)
+            total = add_usage(total, usage)
+        if not estimated:
+            return reply
+        return replace(reply, usage=total)
 
     def _budget(self) -> float:
         if self.deadline is None:

@@ -1,14 +1,21 @@
-"""Logged calls as a script: what ``ScriptedProvider.from_log`` replays."""
+"""Logged calls as a script: what ``ScriptedProvider.from_log`` replays, and how a strict
+replay checks that each request is the one its logged turn answered."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
+from typing import Any
 
-from ..types import ProviderEvent
+from ..types import ProviderEvent, ProviderRequest
 from ._answers import answer_events
-from ._records import LoggedCall
+from ._records import LoggedCall, dumps
 
-__all__ = ["replay_turns"]
+__all__ = ["RequestCheck", "first_difference", "logged_requests", "replay_turns"]
+
+#: What the replayed model is: any model, any provider, any server may replay a turn.
+_NOT_COMPARED = frozenset({"model"})
+_SHOWN = 80
 
 
 def replay_turns(calls: Iterable[LoggedCall]) -> list[list[ProviderEvent]]:
@@ -20,3 +27,93 @@ def replay_turns(calls: Iterable[LoggedCall]) -> list[list[ProviderEvent]]:
         for call in ordered
         for turn in call.turns
     ]
+
+
+def logged_requests(calls: Iterable[LoggedCall]) -> list[dict[str, Any]]:
+    """The request of every model turn of ``calls``, in :func:`replay_turns`' order."""
+    ordered = sorted(calls, key=lambda c: c.id)
+    return [dict(turn.get("request") or {}) for call in ordered for turn in call.turns]
+
+
+class RequestCheck:
+    """The check of a strict replay's turn: ``check(request)`` is ``None`` when ``request``
+    is the one the logged turn answered, else what differs first."""
+
+    __slots__ = ("logged", "number")
+
+    def __init__(self, logged: dict[str, Any], number: int) -> None:
+        self.logged = logged
+        self.number = number
+
+    def __call__(self, request: ProviderRequest) -> str | None:
+        found = first_difference(self.logged, request)
+        if found is None:
+            return None
+        return f"the request differs from logged turn {self.number} it replays: {found}"
+
+
+def first_difference(logged: dict[str, Any], request: ProviderRequest) -> str | None:
+    """What first differs between a logged turn's request and ``request``, or ``None``.
+
+    Compared is the cache's identity of a request less its model (see
+    :func:`~ollm_lite.call_log._recorder.request_identity`): messages, system prompt, tools,
+    schema, ``tool_choice``, ``think`` and each generation option; every member that identity
+    has is compared, in its order, so a member added to it is compared too.
+    """
+    from ._recorder import request_identity
+
+    live = json.loads(dumps(request_identity(request)))  # as the log stores it
+    for key in [*live, *(k for k in logged if k not in live)]:
+        if key in _NOT_COMPARED:
+            continue
+        was, now = logged.get(key), live.get(key)
+        if was == now:
+            continue
+        if key == "messages":
+            return _message_difference(was, now)
+        if isinstance(was, dict) and isinstance(now, dict):
+            for name in [*now, *(k for k in was if k not in now)]:
+                if was.get(name) != now.get(name):
+                    return (
+                        f"{key}.{name}: logged {_shown(was.get(name))}, now {_shown(now.get(name))}"
+                    )
+        return f"{key}: logged {_shown(was)}, now {_shown(now)}"
+    return None
+
+
+def _message_difference(was: Any, now: Any) -> str:
+    was = was if isinstance(was, list) else []
+    now = now if isinstance(now, list) else []
+    for index in range(max(len(was), len(now))):
+        old = was[index] if index < len(was) else None
+        new = now[index] if index < len(now) else None
+        if old == new:
+            continue
+        if index == 0 and "system" in (_role(old), _role(new)):
+            return f"system prompt: logged {_shown(_system(old))}, now {_shown(_system(new))}"
+        if old is None or new is None:
+            return f"messages: {len(was)} logged, {len(now)} now"
+        role = _role(new)
+        if (
+            isinstance(old, dict)
+            and isinstance(new, dict)
+            and old.get("content") != new.get("content")
+        ):
+            old, new = old.get("content"), new.get("content")  # the text, when that differs
+        at = index - (_role(now[0]) == "system")  # the place in the request's own messages
+        return f"messages[{at}] ({role}): logged {_shown(old)}, now {_shown(new)}"
+    return "messages"
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _system(message: Any) -> Any:
+    """The system prompt a first message carries (``None``: there is none)."""
+    return message.get("content") if _role(message) == "system" else None
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."

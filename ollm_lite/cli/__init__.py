@@ -88,7 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_models_parser(commands, flags)
     add_health_parser(commands, flags)
     add_config_parser(commands, flags)
-    _mcp_cli.add_mcp_parser(commands, flags, missing, _cmd_mcp_list)
+    _mcp_cli.add_mcp_parser(
+        commands, flags, missing, _cmd_mcp_list, _cmd_mcp_login, _cmd_mcp_logout
+    )
     add_logs_parser(commands, flags)
     add_budget_parser(commands, flags)
     batch = add_batch_commands(commands, flags, global_flags, url_text)
@@ -99,6 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_mcp_list(args: argparse.Namespace, ctx: Context) -> int:
     with usage_on_unknown_server():
         return _mcp_cli.list_tools(args.name, ctx.config, ctx.out)
+
+
+def _cmd_mcp_login(args: argparse.Namespace, ctx: Context) -> int:
+    with usage_on_unknown_server():
+        return _mcp_cli.login(args.name, ctx.config, ctx.err)
+
+
+def _cmd_mcp_logout(args: argparse.Namespace, ctx: Context) -> int:
+    with usage_on_unknown_server():
+        return _mcp_cli.logout(args.name, ctx.config, ctx.err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -187,6 +187,9 @@ class _ChatView:
         self.plain = self.streaming and not args.json  # text as it arrives, for people
         self.err_tty = isatty(ctx.err)
         self.thinking_open = False
+        # Warnings that came while an answer line was open on stdout: printed once that line
+        # ends, so that on one terminal a warning never runs on from the answer's last word.
+        self.pending_warnings: list[str] = []
 
     def show(self, event: ChatEvent) -> None:
         from ..types import TextEvent, ThinkingEvent, WarningEvent
@@ -204,7 +207,10 @@ class _ChatView:
             err.flush()
             self.thinking_open = True
         elif isinstance(event, WarningEvent) and not args.json:
-            self.ctx.say(f"warning: {event.message}")
+            if self.writer.at_line_start:
+                self.ctx.say(f"warning: {event.message}")
+            else:
+                self.pending_warnings.append(event.message)
 
     def finish(self, folded: Folded, *, cancelled: bool) -> int:
         """Print what waited for the end (``--no-stream``); the exit code."""
@@ -228,6 +234,8 @@ class _ChatView:
                 ctx.say(folded.thinking)
             self.writer.text(folded.text)
         self.writer.end()
+        for message in self.pending_warnings:
+            ctx.say(f"warning: {message}")
         if reason == "cancelled" or cancelled:
             ctx.say(f"{PROG}: cancelled")
             return EXIT_INTERRUPTED

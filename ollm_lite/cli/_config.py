@@ -62,7 +62,8 @@ def _cmd_health(args: argparse.Namespace, ctx: Context) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     ctx.check_config()
-    names = list(PROVIDERS) if args.all else _configured(ctx.config)
+    configured = _configured(ctx.config)
+    names = list(PROVIDERS) if args.all else configured
 
     def check(name: str) -> HealthStatus:
         from datetime import UTC, datetime
@@ -103,7 +104,10 @@ def _cmd_health(args: argparse.Namespace, ctx: Context) -> int:
             for name, r in zip(names, results, strict=True)
         ]
         ctx.out.write(table(["PROVIDER", "STATUS", "LATENCY", "VERSION", "URL", "ERROR"], rows))
-    return EXIT_OK if all(r.ok for r in results) else EXIT_ERROR
+    # --all shows the built-in providers nobody configured too, but only a configured one
+    # that fails makes the check fail: a healthy setup exits 0.
+    failed = [n for n, r in zip(names, results, strict=True) if not r.ok and n in configured]
+    return EXIT_ERROR if failed else EXIT_OK
 
 
 def _health_json(name: str, status: HealthStatus) -> dict[str, Any]:

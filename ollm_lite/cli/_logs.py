@@ -216,12 +216,16 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
         return EXIT_OK
     with _open(ctx) as log:
         stats = log.stats(by=args.by, since=args.since)
-    if args.json:
-        emit_json(ctx.out, [stats_to_json(s) for s in stats])
-        return EXIT_OK
+        if args.json:
+            emit_json(ctx.out, [stats_to_json(s) for s in stats])
+            return EXIT_OK
+        from ..call_log._usage import estimated_keys
+
+        rough = estimated_keys(log, by=args.by, since=args.since)  # sums marked "~"
     rows = [
-        [s.key or "-", str(s.calls), str(s.errors), str(s.cached), str(s.prompt_tokens),
-         str(s.completion_tokens), f"{s.seconds_p50:.2f}", f"{s.seconds_p95:.2f}"]
+        [s.key or "-", str(s.calls), str(s.errors), str(s.cached),
+         _tokens(s.prompt_tokens, s.key in rough), _tokens(s.completion_tokens, s.key in rough),
+         f"{s.seconds_p50:.2f}", f"{s.seconds_p95:.2f}"]
         for s in stats
     ]  # fmt: skip
     headers = [args.by.upper(), "CALLS", "ERRORS", "CACHED", "PROMPT", "COMPLETION", "P50 S"]
@@ -232,6 +236,11 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
             row.append("-" if s.cost is None else f"{s.cost:.4f}")
     ctx.out.write(table(headers, rows))
     return EXIT_OK
+
+
+def _tokens(count: int, estimated: bool) -> str:
+    """A token sum; ``~`` before it when it includes counted or estimated figures."""
+    return f"~{count}" if estimated else str(count)
 
 
 def _cmd_prune(args: argparse.Namespace, ctx: Context) -> int:

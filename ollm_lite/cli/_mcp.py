@@ -1,10 +1,15 @@
-"""The MCP parts of the command line: ``ollm-lite mcp list NAME`` and ``chat --tools NAME,...``.
+"""The MCP parts of the command line: ``ollm-lite mcp list NAME``, ``mcp login NAME``,
+``mcp logout NAME`` and ``chat --tools NAME,...``.
 
-Both name servers configured as ``[mcp.servers.NAME]`` tables. An unknown name is a usage
-error (exit 2, raised here as :class:`UnknownMcpServer`); a server that cannot start is a
-runtime error (exit 1). Every server opened for a command is closed before the command
-returns. Importing this module loads no HTTP library (``--help`` stays fast): the client
-itself is imported when a command runs.
+``mcp login NAME`` signs in to a server configured with ``auth`` (a person in the browser for
+``auth = "login"``, the client credentials for ``auth = "client_credentials"``) and stores the
+tokens, so that later uses by name (``mcp_tools("NAME")``, ``chat --tools NAME``, a cron job)
+need no person; ``mcp logout NAME`` forgets them. Each names a server configured as
+a ``[mcp.servers.NAME]`` table. An unknown name is a usage error (exit 2, raised here as
+:class:`UnknownMcpServer`); a server that cannot start is a runtime error (exit 1). Every
+server opened for a command is closed before the command returns. Importing this module
+loads no HTTP library (``--help`` stays fast): the client itself is imported when a command
+runs.
 """
 
 from __future__ import annotations
@@ -12,17 +17,30 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import ConfigError
+from ..errors import ConfigError, OllmError
 from ._terminal_text import printable
 
 if TYPE_CHECKING:
     from ..config import Config
     from ..mcp import McpServer, McpToolSchema
 
-__all__ = ["UnknownMcpServer", "add_mcp_parser", "list_tools", "open_tools", "parse_names"]
+__all__ = [
+    "UnknownMcpServer",
+    "add_mcp_parser",
+    "list_tools",
+    "login",
+    "logout",
+    "open_tools",
+    "parse_names",
+]
+
+#: How long ``mcp login`` waits for a person to finish signing in (seconds).
+LOGIN_TIMEOUT_S = 600.0
 
 
 class UnknownMcpServer(ConfigError):
@@ -34,8 +52,11 @@ def add_mcp_parser(
     flags: argparse.ArgumentParser,
     missing: Callable[..., Any],
     list_handler: Callable[..., int],
+    login_handler: Callable[..., int] | None = None,
+    logout_handler: Callable[..., int] | None = None,
 ) -> argparse.ArgumentParser:
-    """Add ``mcp list NAME`` to the CLI's sub-commands; returns the ``mcp`` parser."""
+    """Add ``mcp list|login|logout NAME`` to the CLI's sub-commands; returns the ``mcp``
+    parser."""
     mcp: argparse.ArgumentParser = commands.add_parser(
         "mcp", parents=[flags], help="MCP servers configured as [mcp.servers.NAME]"
     )
@@ -46,6 +67,15 @@ def add_mcp_parser(
     )
     listing.add_argument("name", metavar="NAME", help="the server's [mcp.servers.NAME] name")
     listing.set_defaults(handler=list_handler)
+    for action, handler, text in (
+        ("login", login_handler, "sign in to a configured MCP server and store its tokens"),
+        ("logout", logout_handler, "forget the stored tokens of a configured MCP server"),
+    ):
+        if handler is None:
+            continue
+        parser = actions.add_parser(action, parents=[flags], help=text)
+        parser.add_argument("name", metavar="NAME", help="the server's [mcp.servers.NAME] name")
+        parser.set_defaults(handler=handler)
     return mcp
 
 
@@ -109,3 +139,73 @@ def list_tools(name: str, config: Config, out: TextIO) -> int:
             description = re.sub(r"\s+", " ", printable(item.description or "")).strip()
             out.write(f"{item.name.ljust(width)}  {description}".rstrip() + "\n")
     return 0
+
+
+def login(name: str, config: Config, err: TextIO) -> int:
+    """Sign in to the configured server ``name`` and store the tokens; returns 0.
+
+    Raises:
+        UnknownMcpServer: ``name`` is not configured.
+        ConfigError: the server has no ``auth``, or its table has problems.
+        OllmError: the sign-in failed (``AuthenticationError`` and the like).
+    """
+    from .._cancel_link import LinkedEvent
+    from ..http.secrets import Redactor
+    from ..http.urls import split_userinfo
+    from ..mcp.auth.flow import Authorizer
+    from ..mcp.server import configured_auth
+
+    entry = _auth_entry(name, config)
+    url, _ = split_userinfo(entry.url)
+    auth = configured_auth(name, entry, interactive=True)
+    assert auth is not None
+    label = f"MCP server {name!r} at {url}"
+    redact = Redactor(entry.headers.values() if isinstance(entry.headers, dict) else ())
+    authorizer = Authorizer(auth, url, label=label, redact=redact)
+    stop = LinkedEvent(threading.Event(), deadline=time.monotonic() + LOGIN_TIMEOUT_S)
+    failure: OllmError | None = None
+    try:
+        authorizer.sign_in(stop)
+    except OllmError as exc:
+        failure = redact.error(exc)
+    finally:
+        authorizer.close()
+    if failure is not None:
+        raise failure
+    err.write(f"signed in to {label}; tokens stored in {authorizer.store.path}\n")
+    return 0
+
+
+def logout(name: str, config: Config, err: TextIO) -> int:
+    """Forget the stored tokens of the configured server ``name``; returns 0.
+
+    Raises:
+        UnknownMcpServer: ``name`` is not configured.
+        ConfigError: the server has no ``auth``, or its table has problems.
+    """
+    from ..http.urls import split_userinfo
+    from ..mcp.auth.store import TokenStore
+
+    entry = _auth_entry(name, config)
+    url, _ = split_userinfo(entry.url)
+    store = TokenStore()
+    gone = store.forget(url)
+    err.write(f"forgot {gone} stored token{'s' * (gone != 1)} of MCP server {name!r}\n")
+    return 0
+
+
+def _auth_entry(name: str, config: Config) -> Any:
+    _check_known([name], config)
+    from ..config import validate_config
+
+    prefix = f"mcp.servers.{name}"
+    problems = [i for i in validate_config(config) if i.path.startswith(prefix)]
+    if problems:
+        raise ConfigError("; ".join(str(i) for i in problems))
+    entry = config.mcp_servers[name]
+    if entry.auth is None:
+        raise ConfigError(
+            f'[mcp.servers.{name}] has no auth: set auth = "login" (a person signs in) or '
+            '"client_credentials" (client_id and client_secret) to sign in to it'
+        )
+    return entry

@@ -49,7 +49,7 @@ def redacted(config: Config) -> dict[str, Any]:
 
 def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for key in ("command", "env", "cwd", "timeout", "url"):
+    for key in ("command", "env", "cwd", "timeout", "url", "auth", "client_id", "scope"):
         value = getattr(server, key)
         if value is not None and value != {}:
             values[key] = value
@@ -57,4 +57,6 @@ def _mcp_display(server: McpServerConfig) -> dict[str, Any]:
         values["env"] = {k: "***" for k in server.env}  # every value: a secret
     if isinstance(server.headers, dict) and server.headers:
         values["headers"] = {k: "***" for k in server.headers}
+    if server.client_secret is not None:
+        values["client_secret"] = "***"
     return values

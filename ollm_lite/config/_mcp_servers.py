@@ -3,7 +3,8 @@
 A stdio server has ``command`` (a list of strings) and optionally ``env`` (a table of strings
 added to the inherited environment), ``cwd`` and ``timeout`` (seconds per tool call); an HTTP
 server has ``url`` (``http(s)://``), optionally ``headers`` (a table of strings) and
-``timeout``::
+``timeout``, and, when it requires authorization (OAuth), ``auth`` (``"client_credentials"`` or
+``"login"``), ``client_id``, ``client_secret`` and ``scope`` (see ``docs/mcp.md``)::
 
     [mcp.servers.git]
     command = ["uvx", "mcp-server-git"]
@@ -11,6 +12,11 @@ server has ``url`` (``http(s)://``), optionally ``headers`` (a table of strings)
     [mcp.servers.search]
     url = "https://mcp.example.com/mcp"
     headers = { Authorization = "Bearer ${SEARCH_TOKEN}" }
+    [mcp.servers.tickets]
+    url = "https://mcp.tickets.example/mcp"
+    auth = "client_credentials"
+    client_id = "nightly-report"
+    client_secret = "${TICKETS_SECRET}"
 
 Like the rest of the file, values load as written and :func:`mcp_issues` reports what is
 wrong, each issue with its dotted path (``mcp.servers.git.command``). Standard library only.
@@ -25,7 +31,20 @@ from typing import Any
 
 __all__ = ["McpServerConfig", "mcp_issues", "parse_mcp_table"]
 
-_SERVER_KEYS = ("command", "env", "cwd", "timeout", "url", "headers")
+_SERVER_KEYS = (
+    "command",
+    "env",
+    "cwd",
+    "timeout",
+    "url",
+    "headers",
+    "auth",
+    "client_id",
+    "client_secret",
+    "scope",
+)
+#: The sign-ins ``auth`` may name.
+AUTH_KINDS = ("client_credentials", "login")
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -40,6 +59,10 @@ class McpServerConfig:
         timeout: Seconds each tool call may take.
         url: The streamable HTTP endpoint.
         headers: Headers sent with every HTTP request (values are masked for display).
+        auth: ``"client_credentials"`` or ``"login"``: how to sign in (OAuth).
+        client_id: The client's id at the authorization server (``login``: optional).
+        client_secret: Its secret (masked for display).
+        scope: The scopes to ask for (a string or a list of strings).
     """
 
     command: Any = None
@@ -48,6 +71,10 @@ class McpServerConfig:
     timeout: Any = None
     url: Any = None
     headers: Any = field(default_factory=dict, repr=False)
+    auth: Any = None
+    client_id: Any = None
+    client_secret: Any = field(default=None, repr=False)
+    scope: Any = None
 
 
 def parse_mcp_table(value: Any) -> tuple[dict[str, McpServerConfig], list[tuple[str, str]]]:
@@ -85,6 +112,38 @@ def mcp_issues(servers: dict[str, McpServerConfig]) -> list[tuple[str, str]]:
     return issues
 
 
+def _auth_issues(where: str, server: McpServerConfig) -> list[tuple[str, str]]:
+    issues: list[tuple[str, str]] = []
+    if server.auth is None:
+        for key in ("client_id", "client_secret", "scope"):
+            if getattr(server, key) is not None:
+                issues.append(
+                    (f"{where}.{key}", 'applies with auth = "client_credentials" or "login"')
+                )
+        return issues
+    if server.auth not in AUTH_KINDS:
+        issues.append((f"{where}.auth", 'must be "client_credentials" or "login"'))
+    if server.command is not None:
+        issues.append((f"{where}.auth", "applies to an HTTP server (url) only"))
+    for key in ("client_id", "client_secret"):
+        value = getattr(server, key)
+        if value is not None and (not isinstance(value, str) or not value):
+            issues.append((f"{where}.{key}", "must be a non-empty string"))
+    if server.auth == "client_credentials":
+        for key in ("client_id", "client_secret"):
+            if getattr(server, key) is None:
+                issues.append((f"{where}.{key}", 'is required with auth = "client_credentials"'))
+    if server.client_secret is not None and server.client_id is None:
+        issues.append((f"{where}.client_secret", "needs the client_id it belongs to"))
+    scope = server.scope
+    if scope is not None and not (
+        (isinstance(scope, str) and scope.strip())
+        or (isinstance(scope, list) and scope and all(isinstance(s, str) and s for s in scope))
+    ):
+        issues.append((f"{where}.scope", "must be a string of scopes or a list of strings"))
+    return issues
+
+
 def _server_issues(name: str, server: McpServerConfig) -> list[tuple[str, str]]:
     where = f"mcp.servers.{name}"
     issues: list[tuple[str, str]] = []
@@ -113,6 +172,7 @@ def _server_issues(name: str, server: McpServerConfig) -> list[tuple[str, str]]:
             issues.append((f"{where}.{key}", "must be a table of strings"))
     if server.cwd is not None and not isinstance(server.cwd, str):
         issues.append((f"{where}.cwd", "must be a string (a folder)"))
+    issues.extend(_auth_issues(where, server))
     timeout = server.timeout
     if timeout is not None and (
         isinstance(timeout, bool)

@@ -33,8 +33,8 @@ def secret_strings(value: Any) -> list[str]:
 
 
 def config_secrets(config: Configured) -> list[str]:
-    """Every configured secret: API keys, MCP servers' header and ``env`` values (to mask
-    wherever one was pasted by mistake)."""
+    """Every configured secret: API keys, MCP servers' header and ``env`` values and client
+    secrets (to mask wherever one was pasted by mistake)."""
     providers: Any = config.providers
     servers: Any = config.mcp_servers
     found = [
@@ -45,6 +45,7 @@ def config_secrets(config: Configured) -> list[str]:
     for server in servers.values() if isinstance(servers, dict) else ():
         found.extend(secret_strings(getattr(server, "headers", None)))
         found.extend(secret_strings(getattr(server, "env", None)))
+        found.extend(secret_strings(getattr(server, "client_secret", None)))
     return found
 
 

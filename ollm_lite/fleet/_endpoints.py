@@ -160,7 +160,10 @@ class Endpoint:
             rest = min(max_backoff, backoff * 2 ** (self.failures - 1))
             if asked is not None:  # the server said when to come back (a 503's Retry-After)
                 rest = min(MAX_RETRY_AFTER_S, asked)
-            logger.warning(
+            # One warning when a host goes down; its later ejections while it stays down are
+            # details (--debug): a dead host would otherwise print a line per request.
+            log = logger.warning if self.failures == 1 else logger.debug
+            log(
                 "fleet: %s ejected for %.1f s after %s (%d in a row)",
                 self.url, rest, error.code, self.failures,
             )  # fmt: skip

@@ -259,7 +259,7 @@ class GatedCall:
     def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
         """The events of one model turn: from the cache, else from the server."""
         record = self.record
-        turn = record.open_turn(request) if record is not None else None
+        turn = record.open_turn(request, self.inner) if record is not None else None
         if turn is not None and record is not None:
             found = record.cached(turn)
             if found is not None:
@@ -350,7 +350,7 @@ class GatedCall:
         from ..client._run_call import Reply
 
         record = self.record
-        turn = record.open_turn(request) if record is not None else None
+        turn = record.open_turn(request, self.inner) if record is not None else None
         found = record.cached(turn) if turn is not None and record is not None else None
         if found is not None:
             from ..call_log._answers import answer_events

@@ -135,7 +135,8 @@ def error_for_status(
     ``ModelNotFound`` when ``not_found == "model"`` (or Google says ``NOT_FOUND``), else
     ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
     ``RequestTimeout``; anything else → ``HTTPStatusError``. ``details`` holds ``status``,
-    ``url``, the server's own ``server_message`` (masked, at most 1000 characters), its
+    ``url``, the server's own ``server_message`` (masked, at most 1000 characters), a
+    401/403's ``WWW-Authenticate`` challenge (``www_authenticate``), its
     error ``type``/``code`` where it gave them, and ``retry_after`` (seconds) for any status
     whose answer said when to come back (``Retry-After``, ``retry-after-ms``). ``auth_hint``
     says what to check after a rejected request (default: the API key given to the provider).
@@ -156,6 +157,9 @@ def error_for_status(
         details["retry_after"] = retry_after
 
     if _is_auth_failure(status, facts):
+        challenge = headers.get("www-authenticate")
+        if challenge:  # RFC 6750 §3: what the server wants instead (an OAuth resource server)
+            details["www_authenticate"] = redact(challenge)[:2000]
         return AuthenticationError(
             f"{where} rejected the credentials (HTTP {status}){server_says}. "
             f"{auth_hint or 'Check the API key given to the provider.'}",

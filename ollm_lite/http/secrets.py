@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -30,6 +31,9 @@ _E = TypeVar("_E", bound=BaseException)
 #: Attributes of error subclasses that may quote a server (``ConnectionFailed.url``, an MCP
 #: error's ``data``).
 _QUOTING_ATTRIBUTES = ("url", "data")
+
+#: Serialises :meth:`Redactor.add` (readers see the old tuple or the new one, never a mix).
+_ADD_LOCK = threading.Lock()
 
 
 class Redactor:
@@ -66,6 +70,16 @@ class Redactor:
         if not added or set(added) <= set(self._secrets):
             return self
         return Redactor([*self._secrets, *added])
+
+    def add(self, secrets: Iterable[str]) -> None:
+        """Mask ``secrets`` from now on as well: credentials learnt while connected (OAuth
+        access and refresh tokens, authorization codes, PKCE verifiers, a registered client's
+        secret), for every holder of this redactor."""
+        with _ADD_LOCK:
+            kept = {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET}
+            if not kept <= set(self._secrets):
+                merged = kept | set(self._secrets)
+                self._secrets = tuple(sorted(merged, key=len, reverse=True))
 
     def leaks(self, text: str) -> bool:
         """Whether ``text`` holds one of the secrets."""

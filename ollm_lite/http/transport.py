@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict, Unpack
+from urllib.parse import urlencode
 
 import requests
 from requests.auth import HTTPBasicAuth
@@ -238,6 +239,10 @@ class Transport:
         given = options.get("headers") or {}
         redact = self.redact.plus(given.values())
         body, headers = _encode(options.get("json_body"), given, self.provider)
+        form = options.get("form_body")
+        if form is not None:  # RFC 6749 §3.2: OAuth token endpoints take a form
+            body = urlencode(list(form.items())).encode("ascii")
+            headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
         protocol = options.get("protocol_headers")
         if protocol:
             headers = {**protocol, **headers}
@@ -300,6 +305,8 @@ class RequestOptions(TypedDict, total=False):
 
     json_body: Any
     """JSON body (sent as UTF-8, ``Content-Type: application/json``)."""
+    form_body: Mapping[str, str] | None
+    """Form body (``application/x-www-form-urlencoded``), instead of a JSON body."""
     params: Mapping[str, str] | None
     """Query parameters."""
     headers: Mapping[str, str] | None

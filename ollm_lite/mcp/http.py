@@ -23,6 +23,14 @@ log record, and not sent on when a redirect leads to another host
 (:mod:`ollm_lite.http.secrets`); the headers the protocol itself needs are sent as
 ``protocol_headers``.
 
+With ``auth`` (:class:`~ollm_lite.mcp.auth.McpAuth`) every HTTP request of the transport
+(POSTs, the listening and resuming GETs, the closing DELETE) carries the token of
+:mod:`ollm_lite.mcp.auth` as ``Authorization: Bearer``; a ``401`` signs in (or refreshes) and a
+``403 insufficient_scope`` steps up, each once per request, then the request is sent again,
+all within the request's stop event (the call's deadline and cancel). Without ``auth``, a 401
+carrying a Bearer challenge is an ``AuthenticationError`` saying that the server requires
+sign-in.
+
 Each request runs its POST on a daemon thread of its own, so calls from many threads proceed
 in parallel; abandoning a request (timeout, cancel) shuts its connection down through the
 library's transport (:mod:`ollm_lite.http.transport`, the only place that speaks HTTP). The legacy
@@ -34,10 +42,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._cancel_link import LinkedEvent
 from ..errors import (
+    AuthenticationError,
     BadResponse,
     Cancelled,
     ConfigError,
@@ -46,6 +57,7 @@ from ..errors import (
     OllmError,
 )
 from ..http.policy import RetryPolicy, Timeouts
+from ..http.response import StreamResponse
 from ..http.transport import Transport
 from ..http.urls import without_userinfo
 from ..streams import SSEDecoder, SSEEvent
@@ -64,6 +76,10 @@ from .jsonrpc import (
     parse_message,
 )
 
+if TYPE_CHECKING:
+    from .auth.credentials import McpAuth
+    from .auth.flow import Authorizer
+
 __all__ = ["HttpTransport", "SessionExpired"]
 
 logger = logging.getLogger(__name__)
@@ -71,6 +87,8 @@ logger = logging.getLogger(__name__)
 _ACCEPT = "application/json, text/event-stream"
 _RESUME_ATTEMPTS = 5
 _CLOSE_TIMEOUT_S = 5.0
+#: How long a notification or response POST may take, sign-in included.
+_SEND_TIMEOUT_S = 60.0
 #: Wait before reopening the GET stream when the server set no ``retry``.
 _LISTEN_RETRY_S = 1.0
 
@@ -94,6 +112,7 @@ class HttpTransport:
         headers: Mapping[str, str] | None = None,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         name: str | None = None,
+        auth: McpAuth | None = None,
     ) -> None:
         if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
             shown = without_userinfo(url) if isinstance(url, str) else url
@@ -122,6 +141,12 @@ class HttpTransport:
         self._lock = threading.Lock()
         self._closed = False
         self._on_message: OnMessage | None = None
+        self._named = f"MCP server {name!r} at {self.url}" if name else self.describe
+        self._auth: Authorizer | None = None
+        if auth is not None:
+            from .auth.flow import Authorizer
+
+            self._auth = Authorizer(auth, self.url, label=self._named, redact=self.redact)
 
     def start(self, on_message: OnMessage, on_close: OnClose) -> None:
         """Remember the callbacks; the first POST (``initialize``) opens the connection."""
@@ -143,12 +168,9 @@ class HttpTransport:
                 target=self._exchange, args=(message, abort), name="ollm-mcp-http", daemon=True
             ).start()
             return
-        with self._http.open_stream(
-            "POST",
-            self.url,
-            json_body=message_object(message),
-            protocol_headers=self._headers(),
-            retry=False,
+        stop = LinkedEvent(self._listen_stop, deadline=time.monotonic() + _SEND_TIMEOUT_S)
+        with self._open(
+            "POST", self._headers(), stop, json_body=message_object(message)
         ) as response:
             response.read_body(self.max_message_bytes)
         if isinstance(message, Notification) and message.method == "notifications/initialized":
@@ -179,14 +201,90 @@ class HttpTransport:
             # a 405 says the server does not allow it, which is fine.
             with (
                 contextlib.suppress(OllmError),
-                self._http.open_stream(
-                    "DELETE", self.url, protocol_headers=self._headers(), timeout=_CLOSE_TIMEOUT_S
+                self._open(
+                    "DELETE",
+                    self._headers(),
+                    LinkedEvent(deadline=time.monotonic() + _CLOSE_TIMEOUT_S),
+                    timeout=_CLOSE_TIMEOUT_S,
                 ) as response,
             ):
                 response.read_body(1 << 20)
+        if self._auth is not None:
+            self._auth.close()
         self._http.close()
 
     # ------------------------------------------------------------------ internals
+
+    def _open(
+        self,
+        method: str,
+        headers: Mapping[str, str],
+        stop: threading.Event,
+        *,
+        json_body: Any = None,
+        timeout: float | None = None,
+    ) -> StreamResponse:
+        """Send one HTTP request of the transport, authorized (see the module text).
+
+        Raises:
+            AuthenticationError: ``LLM_AUTH_FAILED``: the server requires a sign-in this
+                transport cannot give, or refused the token it got.
+            OllmError: as :meth:`Transport.open_stream`.
+        """
+        retried: set[int] = set()
+        while True:
+            sent = self._auth.header(stop) if self._auth is not None else {}
+            try:
+                return self._http.open_stream(
+                    method,
+                    self.url,
+                    json_body=json_body,
+                    headers=sent,
+                    protocol_headers=headers,
+                    cancel=stop,
+                    timeout=timeout,
+                    retry=False,
+                )
+            except AuthenticationError as exc:
+                failure = exc
+            # Raised outside the except block: the refused request is no context of the answer.
+            status = failure.status
+            if status not in (401, 403):
+                raise failure
+            if status in retried:
+                raise self._refused(failure)
+            if self._auth is None:
+                raise self._sign_in_required(failure)
+            retried.add(status)
+            challenge = failure.details.get("www_authenticate")
+            if status == 401:
+                self._auth.unauthorized(challenge, sent, stop)
+            elif not self._auth.forbidden(challenge, sent, stop):
+                raise failure
+
+    def _sign_in_required(self, exc: AuthenticationError) -> AuthenticationError:
+        """Without ``auth``: a Bearer challenge says the server wants an OAuth sign-in."""
+        from .auth.challenge import parse_challenge
+
+        challenge = exc.details.get("www_authenticate")
+        if exc.status != 401 or not parse_challenge(challenge).bearer:
+            return exc
+        return AuthenticationError(
+            f"{self._named} requires sign-in (OAuth): give McpServer.http(..., auth="
+            'McpAuth.login() or McpAuth.client_credentials(...)), or auth = "login" / '
+            '"client_credentials" in its [mcp.servers.NAME] table (docs/mcp.md, Signing in)',
+            status=401,
+            details={**exc.details, "server_url": self.url},
+        )
+
+    def _refused(self, exc: AuthenticationError) -> AuthenticationError:
+        """The server refused the token the sign-in just gave (a second 401, or 403)."""
+        return AuthenticationError(
+            f"{self._named} refused the token it was just given (HTTP {exc.status}): "
+            f"{exc.details.get('server_message') or exc.message}",
+            status=exc.status,
+            details={**exc.details, "server_url": self.url},
+        )
 
     def _headers(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         headers = {"Accept": _ACCEPT}
@@ -240,14 +338,7 @@ class HttpTransport:
             raise
 
     def _post_with(self, request: Request, abort: threading.Event, headers: dict[str, str]) -> bool:
-        with self._http.open_stream(
-            "POST",
-            self.url,
-            json_body=message_object(request),
-            protocol_headers=headers,
-            cancel=abort,
-            retry=False,
-        ) as response:
+        with self._open("POST", headers, abort, json_body=message_object(request)) as response:
             if request.method == "initialize":
                 self.session_id = response.headers.get("mcp-session-id") or None
             ctype = response.headers.get("content-type", "").lower()
@@ -269,13 +360,7 @@ class HttpTransport:
             # call's timeout or cancel, so even a huge ``retry`` never outlasts the call.
             if wait is not None and abort.wait(wait):
                 return True  # abandoned: the session has already given its answer
-            with self._http.open_stream(
-                "GET",
-                self.url,
-                protocol_headers=self._headers({"Last-Event-ID": last_id}),
-                cancel=abort,
-                retry=False,
-            ) as response:
+            with self._open("GET", self._headers({"Last-Event-ID": last_id}), abort) as response:
                 answered, newer, later = self._read_events(request, response.iter_chunks())
                 last_id = newer or last_id
                 wait = later if later is not None else wait
@@ -328,13 +413,7 @@ class HttpTransport:
             if last_id is not None:
                 extra["Last-Event-ID"] = last_id
             try:
-                with self._http.open_stream(
-                    "GET",
-                    self.url,
-                    protocol_headers=self._headers(extra),
-                    cancel=self._listen_stop,
-                    retry=False,
-                ) as response:
+                with self._open("GET", self._headers(extra), self._listen_stop) as response:
                     if "text/event-stream" not in response.headers.get("content-type", ""):
                         return
                     failures = 0

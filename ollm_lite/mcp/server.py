@@ -31,6 +31,7 @@ from typing import Any
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError, RequestTimeout
 from ..tools import Tool
 from ..types import ErrorInfo, ToolResult, ToolSchema
+from .auth.credentials import McpAuth
 from .content import tool_result
 from .http import HttpTransport
 from .jsonrpc import MAX_MESSAGE_BYTES
@@ -131,6 +132,7 @@ class McpServer:
         url: str,
         name: str | None = None,
         headers: Mapping[str, str] | None = None,
+        auth: McpAuth | None = None,
         timeout: float = 60.0,
         start_timeout: float = 30.0,
         *,
@@ -142,16 +144,27 @@ class McpServer:
             url: The endpoint, e.g. ``http://127.0.0.1:3001/mcp``.
             name: Prefix for its tools on a name clash (default: the name it reports).
             headers: Headers sent with every request (e.g. ``Authorization``).
+            auth: How to sign in when the server requires authorization
+                (:meth:`McpAuth.login`, :meth:`McpAuth.client_credentials`); the tokens are
+                stored and refreshed (see ``docs/mcp.md``, "Signing in").
             timeout: Seconds each tool call may take.
-            start_timeout: Seconds for the ``initialize`` handshake.
+            start_timeout: Seconds for the ``initialize`` handshake (a sign-in it needs
+                included).
             max_message_bytes: Largest message accepted (64 MiB).
 
         Raises:
             ConfigError, ConnectionFailed, RequestTimeout, BadResponse: as :meth:`stdio`;
+            AuthenticationError: ``LLM_AUTH_FAILED``: the server requires a sign-in that
+                ``auth`` could not give (or no ``auth`` was given);
             HTTPStatusError: ``LLM_HTTP_ERROR`` for an HTTP error answer.
         """
+        if auth is not None and not isinstance(auth, McpAuth):
+            raise ConfigError(
+                f"auth must be an McpAuth (McpAuth.login() or McpAuth.client_credentials()), "
+                f"not {type(auth).__name__}"
+            )
         transport = HttpTransport(
-            url, headers=headers, max_message_bytes=max_message_bytes, name=name
+            url, headers=headers, max_message_bytes=max_message_bytes, name=name, auth=auth
         )
         return cls(transport, name=name, timeout=timeout, start_timeout=start_timeout)
 
@@ -468,8 +481,29 @@ def from_config(name: str, config: Any = None) -> McpServer:
         )
     timeout = float(entry.timeout) if entry.timeout is not None else 60.0
     if entry.url is not None:
-        return McpServer.http(entry.url, name=name, headers=entry.headers, timeout=timeout)
+        return McpServer.http(
+            entry.url,
+            name=name,
+            headers=entry.headers,
+            auth=configured_auth(name, entry, interactive=False),
+            timeout=timeout,
+        )
     return McpServer.stdio(entry.command, name=name, env=entry.env, cwd=entry.cwd, timeout=timeout)
+
+
+def configured_auth(name: str, entry: Any, *, interactive: bool) -> McpAuth | None:
+    """The :class:`McpAuth` of a ``[mcp.servers.NAME]`` table (``None`` without ``auth``).
+
+    A ``login`` server used by name never asks a person (``interactive=False``): when one is
+    needed, the error names ``ollm-lite mcp login NAME``.
+    """
+    kind = getattr(entry, "auth", None)
+    if kind is None:
+        return None
+    if kind == "client_credentials":
+        return McpAuth.client_credentials(entry.client_id, entry.client_secret, scope=entry.scope)
+    made = McpAuth.login(entry.client_id, entry.client_secret, scope=entry.scope)
+    return made if interactive else made.headless(f"ollm-lite mcp login {name}")
 
 
 def _close_at_exit(server: McpServer) -> None:

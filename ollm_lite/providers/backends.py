@@ -173,7 +173,8 @@ _PRESETS: tuple[Backend, ...] = (
         thinking=None,
         keep_alive_key="ttl",
         quirks="first tool-call fragment id is a numeric string; reasoning_content only when "
-        "the app's developer setting is on",
+        "the app's developer setting is on; no usage in a stream, include_usage or not "
+        "(lmstudio-bug-tracker#713), and no tokenizer route: the call log estimates it",
         source="[LMS] 0_core/authentication.mdx (Bearer, 0.4.0+), 3_openai-compat/index.mdx "
         "(port 1234), 2_rest/list.md + v0.md (context length), 3_openai-compat/tools.mdx, "
         "api-changelog.md (ttl, 0.3.9)",
@@ -207,7 +208,8 @@ _PRESETS: tuple[Backend, ...] = (
         schema_format="json_object",
         quirks="id and name repeated in every tool-call fragment (llama-cpp-python); final "
         "chunk carries usage and timings (native); SSE comment pings; 503 while loading; "
-        "llama-cpp-python ignores include_usage",
+        "llama-cpp-python ignores include_usage (its PR #1552 is unmerged): the call log counts "
+        "a stream with /extras/tokenize/count",
         source="[LCPP] tools/server/README.md (/tokenize, /props n_ctx, /health 503, "
         "/v1/models meta, timings, port 8080 moving to 9931), server-http.cpp (Bearer or "
         "X-Api-Key), response_format json_object + schema; [LCPY] /extras/tokenize/count, no "

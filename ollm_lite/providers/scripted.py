@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from .._cancel_link import deadline_for
+from ..errors import ConfigError
 from ..types import (
     ErrorEvent,
     ErrorInfo,
@@ -54,6 +55,10 @@ class ScriptedTurn:
         delay: Seconds to wait before each event (cancellable).
         hang: After the events, block until the request's cancel event is set, like a server
             that stops talking (a request without a cancel event then ends with an error).
+        check: Called with the request the turn answers: ``None`` to play the turn, else
+            what is wrong with the request, and the turn ends at once with that
+            ``ConfigError`` (``CONFIG_INVALID``) instead (a strict :meth:`~ScriptedProvider.
+            from_log` replay checks each request against its logged turn so).
 
     Like the HTTP providers, a turn honours ``request.timeout`` and the call's deadline its
     cancel event carries: when its delays or its hang outlast them, the turn ends with an
@@ -63,6 +68,7 @@ class ScriptedTurn:
     events: list[ProviderEvent] = field(default_factory=list)
     delay: float = 0.0
     hang: bool = False
+    check: Callable[[ProviderRequest], str | None] | None = field(default=None, repr=False)
 
 
 TurnLike = ScriptedTurn | list[ProviderEvent] | str
@@ -94,6 +100,10 @@ class ScriptedProvider(BaseProvider):
 
     name: str = "scripted"  # type: ignore[misc]  # per instance, unlike the HTTP providers
     streaming_format: ClassVar[str] = "memory"
+    #: Whether the config file's ``[log]`` or ``OLLM_LOG`` alone turn the call log on for a
+    #: client of this provider: not for a script, so a test never writes into the real log
+    #: (``connect(log=...)`` and ``cache=`` still do).
+    log_from_settings: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -125,7 +135,9 @@ class ScriptedProvider(BaseProvider):
         return f"ScriptedProvider(name={self.name!r}, turns_left={len(self._turns)})"
 
     @classmethod
-    def from_log(cls, calls: Iterable[LoggedCall], **keywords: Any) -> ScriptedProvider:
+    def from_log(
+        cls, calls: Iterable[LoggedCall], *, strict: bool = True, **keywords: Any
+    ) -> ScriptedProvider:
         """A provider that replays the model turns of logged calls, offline.
 
         Turns last night's logged run into a test of the script: each model turn of
@@ -134,11 +146,27 @@ class ScriptedProvider(BaseProvider):
 
         Args:
             calls: :class:`~ollm_lite.call_log.LoggedCall` values.
+            strict: Each request must be the one its logged turn answered: the same
+                messages, system prompt, tools, schema, ``tool_choice``, ``think`` and
+                generation options (the cache's identity of a request, less provider, base
+                URL and model); else that call fails with ``ConfigError`` naming the first
+                difference. ``False``: the turns answer by order alone.
             **keywords: As the constructor takes them (``name``, ``capabilities`` …).
         """
-        from ..call_log._replay import replay_turns
+        from ..call_log._replay import RequestCheck, logged_requests, replay_turns
 
-        return cls(replay_turns(calls), **keywords)
+        calls = list(calls)
+        turns = replay_turns(calls)
+        if not strict:
+            return cls(turns, **keywords)
+        requests = logged_requests(calls)
+        return cls(
+            [
+                ScriptedTurn(events, check=RequestCheck(request, number))
+                for number, (events, request) in enumerate(zip(turns, requests, strict=True), 1)
+            ],
+            **keywords,
+        )
 
     def enqueue(self, turn: TurnLike) -> None:
         """Add a turn at the end of the script."""
@@ -160,6 +188,10 @@ class ScriptedProvider(BaseProvider):
         with self._lock:
             self.requests.append(request)
             turn = self._turns.popleft() if self._turns else None
+        wrong = turn.check(request) if turn is not None and turn.check is not None else None
+        if wrong is not None:
+            error = ConfigError(wrong)
+            return iter([ErrorEvent(error.to_info(), exception=error)])
         return self._play(turn, request.cancel, deadline_for(request.timeout, request.cancel))
 
     @staticmethod

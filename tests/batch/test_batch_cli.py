@@ -329,7 +329,7 @@ def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> No
     page = (ROOT / "docs" / "batch.md").read_text()
     (shell,) = re.findall(r"```sh\n(.*?)```", page, re.S)
     commands = [shlex.split(c) for c in shell.replace("\\\n", " ").strip().splitlines()]
-    (tmp_path / "tickets.csv").write_text("text\nPrinter on fire\nPassword reset\n")
+    (tmp_path / "support-tickets.csv").write_text("text\nPrinter on fire\nPassword reset\n")
     first, second = Held(), Held()
     first.keep_alive = second.keep_alive = True  # type: ignore[attr-defined]
     with serve({CHAT: first}) as a, serve({CHAT: second}) as b:
@@ -339,11 +339,11 @@ def test_the_command_lines_of_docs_batch_md_run_as_written(tmp_path: Path) -> No
                 x.replace("http://gpu-a:8080", a.url).replace("http://gpu-b:8080", b.url)
                 for x in argv[1:]
             ]
-            args = [str(tmp_path / x) if x.startswith(("tickets.", "labels.")) else x for x in args]
+            args = [str(tmp_path / x) if x.startswith("support-") else x for x in args]
             result = run(tmp_path, *args)
             assert result.returncode == 0, result.stderr
         assert a.requests or b.requests
-    labels = read_output(tmp_path / "labels.jsonl")
+    labels = read_output(tmp_path / "support-labels.jsonl")
     assert sorted(x["custom_id"] for x in labels) == ["prompt-2", "prompt-3"]
     assert all(x["error"] is None for x in labels)
 
@@ -384,3 +384,18 @@ def test_lines_without_a_model_use_the_servers_only_model(tmp_path: Path) -> Non
         sent = json.loads(next(r for r in srv.requests if r.path == CHAT).body)
         assert sent["model"] == "only-model"
         assert read_output(out)[0]["response"]["body"]["model"] == "only-model"
+
+
+def test_dead_hosts_are_each_reported_down_once(tmp_path: Path) -> None:
+    """Every host of the fleet refuses: the lines fail, and each host's going down is one
+    warning line, not one per request it failed (the repeats are details for --debug)."""
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    write_lines(src, [chat_line("a", "one"), chat_line("b", "two")])
+    with refused_url() as first, refused_url() as second:
+        dead = [first, second]
+        args = ["--provider", "openai-compatible", "--model", "m", "batch", "run", str(src)]
+        args += ["-o", str(out), "--host", first, "--host", second]
+        done = run(tmp_path, *args)
+    assert done.returncode == 1, done.stderr
+    ejected = [line for line in done.stderr.splitlines() if " ejected for " in line]
+    assert sorted(line.split()[2] for line in ejected) == sorted(dead), done.stderr

@@ -21,8 +21,14 @@ def _config(tmp_path: Path, body: str) -> Path:
 
 
 def _log_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **keywords: object) -> Path | None:
+    """Where a client of a real provider logs (no request is sent)."""
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    llm = ollm_lite.connect(ScriptedProvider([]), model="m", **keywords)  # type: ignore[arg-type]
+    llm = ollm_lite.connect(
+        "openai-compatible",
+        host="http://127.0.0.1:9",
+        model="m",
+        **keywords,  # type: ignore[arg-type]
+    )
     return llm.call_log.path if llm.call_log is not None else None
 
 
@@ -98,3 +104,24 @@ def test_config_show_and_validate_on_the_command_line(tmp_path: Path) -> None:
     config.write_text('[log]\nenabled = "sometimes"\n', "utf-8")
     done = cli(tmp_path, None, "config", "validate")
     assert done.returncode == 1 and "log.enabled" in done.stdout + done.stderr
+
+
+def test_a_script_is_not_logged_by_the_environment_or_the_file_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay test must never write into the real log: ``OLLM_LOG`` and ``[log]`` do not
+    turn it on for a ``ScriptedProvider``; ``log=`` and ``cache=`` given in code still do."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("OLLM_LOG", str(tmp_path / "real.db"))
+    config = _config(tmp_path, f'[log]\nenabled = true\npath = "{tmp_path / "file.db"}"\n')
+    for given in ({}, {"config": config}, {"cache": False}):
+        llm = ollm_lite.connect(ScriptedProvider(["Paris."]), model="m", **given)  # type: ignore[arg-type]
+        assert llm.call_log is None
+        assert llm.ask("Capital of France?") == "Paris."
+        with pytest.raises(ollm_lite.OllmError):
+            llm.ask("The script is exhausted now")
+    assert not (tmp_path / "real.db").exists() and not (tmp_path / "file.db").exists()
+    explicit = ollm_lite.connect(ScriptedProvider([]), model="m", log=str(tmp_path / "kw.db"))
+    assert explicit.call_log is not None and explicit.call_log.path == tmp_path / "kw.db"
+    cached = ollm_lite.connect(ScriptedProvider([]), model="m", cache=True)
+    assert cached.call_log is not None and cached.call_log.path == tmp_path / "real.db"

@@ -7,6 +7,7 @@ import os
 import select
 import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -414,3 +415,32 @@ def test_closed_stdout_pipe_ends_quietly(tmp_path: Path) -> None:
         proc.wait(timeout=15)
     assert proc.returncode in (0, 1)
     assert b"Traceback" not in err and b"Exception ignored" not in err
+
+
+def test_a_cut_answer_ends_its_line_before_the_warning(tmp_path: Path) -> None:
+    """With stdout and stderr on one terminal (one pipe here), the max-tokens warning starts
+    a line of its own instead of running on from the answer's last word."""
+    from support.cli_support import cli_env, command
+    from support.ollama_support import chunk, final
+
+    words = ["Fly", " to", " Kyoto", " or"]
+    transcript = lines(
+        [chunk("m", i, content=w) for i, w in enumerate(words)]
+        + [final("m", len(words), reason="length")]
+    )
+    with serve({("POST", "/api/chat"): stream(transcript)}) as server:
+        done = subprocess.run(
+            command("--host", server.url, "--model", "m", "chat", "hi"),
+            env=cli_env(tmp_path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    assert done.returncode == 0, done.stdout
+    first, second = done.stdout.splitlines()[:2]
+    assert first == "Fly to Kyoto or"
+    assert second.startswith("warning: ")
+    assert "max_tokens" in second

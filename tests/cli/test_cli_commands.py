@@ -190,6 +190,20 @@ def test_health_lists_every_configured_provider(tmp_path: Path) -> None:
     assert "T" in status["checked_at"] and checked.tzinfo is not None
 
 
+def test_health_all_on_a_healthy_setup_exits_0(tmp_path: Path) -> None:
+    """--all also shows the built-in providers nobody configured (failing, as nothing serves
+    them here), but only a configured provider's failure makes the check fail."""
+    dead = f"http://127.0.0.1:{refuse_port()}"
+    with serve({("GET", "/api/version"): json_answer({"version": "0.9.6"})}) as server:
+        healthy = run(tmp_path, "health", "--all", "--host", server.url)
+        sick = run(tmp_path, "health", "--all", env=cli_env(tmp_path, OLLAMA_HOST=dead))
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    rows = {line.split()[0]: line.split()[1] for line in healthy.stdout.splitlines()[1:]}
+    assert rows["local"] == "ok"
+    assert "fail" in rows.values()  # the providers nobody configured are still shown
+    assert sick.returncode == 1, sick.stdout + sick.stderr
+
+
 # --------------------------------------------------------------------------- config
 
 

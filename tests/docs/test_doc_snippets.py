@@ -19,6 +19,7 @@ from support.doc_snippets import (
     blocks,
     offline_connect,
     readers_folder,
+    reading_order,
     run,
     run_test_file,
     snippets,
@@ -44,6 +45,27 @@ def test_snippet_runs_offline(
         assert done.returncode == 0 and " passed" in done.stdout, (done.stdout, done.stderr)
         return
     run(snippet, tmp_path, monkeypatch, offline_connect(snippet.directive))
+
+
+def test_every_snippet_runs_in_one_shared_folder_in_reading_order(tmp_path: Path) -> None:
+    """A reader who works through README.md and then the pages it links, all in one folder,
+    meets no snippet that trips over files an earlier page left (a batch file of the same
+    name with other ids, a log written by an earlier run)."""
+    folder = readers_folder(tmp_path)
+    ordered = snippets(reading_order())
+    assert {s.id for s in ordered} == {s.id for s in SNIPPETS}
+    for snippet in ordered:
+        if snippet.peer:
+            continue
+        if snippet.is_test_file:
+            done = run_test_file(snippet, folder)
+            assert done.returncode == 0 and " passed" in done.stdout, (snippet.id, done.stdout)
+            continue
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            try:
+                run(snippet, folder, monkeypatch, offline_connect(snippet.directive))
+            except Exception as exc:
+                raise AssertionError(f"{snippet.id} failed in the shared folder: {exc!r}") from exc
 
 
 #: What a directive may say: how to stand in for the server offline, never code or files.
@@ -135,3 +157,14 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
     return {}
+
+
+def test_the_replay_example_runs_twice_in_one_folder(tmp_path: Path) -> None:
+    """docs/testing.md's replay of last night's run, run again in the same folder while the
+    server answers differently: it replays this run's calls, not the first run's."""
+    page = ROOT / "docs" / "testing.md"
+    (replay,) = [s for s in snippets([page]) if "from_log" in s.code]
+    folder = readers_folder(tmp_path)
+    for turns in (["Paris.", "Rome."], ["Paris, France.", "Rome, Italy."]):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            run(replay, folder, monkeypatch, offline_connect({"turns": turns}))

@@ -238,3 +238,63 @@ def test_a_handed_secret_never_leaks(
         assert secret not in repr(request.headers) and "authorization" not in request.headers
     leaks = [t for t in texts + records.texts[before_logs:] if secret in t]
     assert leaks == [], leaks[:2]
+
+
+# --------------------------------------------------------------------------- MCP sign-in secrets
+
+OAUTH_SOURCES = ("client_secret", "access_token", "code")
+
+
+@pytest.mark.parametrize("source", OAUTH_SOURCES)
+@settings(
+    max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(secret=secrets)
+def test_mcp_sign_in_secrets_stay_out_of_everything(
+    source: str, secret: str, tmp_path_factory: pytest.TempPathFactory, records: Records
+) -> None:
+    """A client secret, an issued access token, an authorization code and the PKCE verifier
+    are in no exception (chain included), ``repr``, tool result or log record, even from an
+    authorization server and an MCP server that quote every header and form field back."""
+    import os
+    import urllib.request
+
+    from support.oauth_server import OAuthServer, OAuthWorld
+
+    from ollm_lite import McpAuth, McpServer
+
+    world = OAuthWorld(echo_secrets=True)
+    if source == "client_secret":
+        world.client_id, world.client_secret = "cron", secret + "-other"  # refused
+        world.auth_methods = ["client_secret_basic"]
+        auth = McpAuth.client_credentials("cron", secret)
+    else:
+        if source == "access_token":
+            world.fixed_token, world.reject_tokens = secret, True
+        else:
+            world.fixed_code, world.refuse_code = secret, True
+        # The "browser" is urllib, which logs nothing: its records would be the caller's own.
+        auth = McpAuth.login(open_url=lambda url: urllib.request.urlopen(url, timeout=10).close())
+    data = tmp_path_factory.mktemp("data")
+    texts: list[str] = [repr(auth)]
+    saved = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(data)
+    before_logs = len(records.texts)
+    try:
+        with OAuthServer(world) as server:
+            try:
+                with McpServer.http(server.url, auth=auth) as mcp:
+                    texts.append(repr(mcp))
+            except OllmError as exc:
+                texts += _chain(exc)
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_DATA_HOME", None)
+        else:
+            os.environ["XDG_DATA_HOME"] = saved
+    verifiers = [s.form["code_verifier"] for s in world.seen if "code_verifier" in s.form]
+    basic = base64.b64encode(f"cron:{secret}".encode()).decode()
+    texts += records.texts[before_logs:]
+    joined = "\n".join(texts)
+    for value in (secret, quote(secret, safe=""), basic, *verifiers):
+        assert value not in joined

@@ -40,9 +40,17 @@ def test_a_real_run_is_logged_searched_and_replayed_offline(
         assert [c.text for c in log.calls(search="capital of France")] == [answers[0]]
         [stats] = log.stats()
         assert stats.calls == 2 and stats.errors == 0
+        # llama-cpp-python streams without usage: its tokenizer counted both calls
+        for call in calls:
+            assert call.usage is not None and call.usage.extra.get("estimated") is True
+            assert call.usage.prompt_tokens and call.usage.completion_tokens
+        assert stats.prompt_tokens > 0 and stats.completion_tokens > 0
 
-    offline = ollm_lite.connect(ScriptedProvider.from_log(calls), model=server.model)
-    assert _script(offline) == answers
+    replay = ScriptedProvider.from_log(calls)  # strict: the same options as the logged run
+    assert _script(ollm_lite.connect(replay, model=server.model, temperature=0)) == answers
+    loose = ScriptedProvider.from_log(calls)
+    with pytest.raises(ollm_lite.ConfigError, match=r"options\.temperature: logged 0, now null"):
+        _script(ollm_lite.connect(loose, model=server.model))
 
     with ollm_lite.connect(
         "llamacpp", host=server.base_url, model=server.model, cache=True,

@@ -59,6 +59,16 @@ from ollm_lite import FinishEvent, ScriptedProvider, ToolCall, ToolCallEvent
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
+
+def reading_order(pages: list[Path] = PAGES) -> list[Path]:
+    """``pages`` as a reader meets them: README.md, then the pages in the order README.md
+    first links them, then any page it does not link."""
+    readme = ROOT / "README.md"
+    linked = re.findall(r"\(docs/([\w.-]+\.md)", readme.read_text("utf-8"))
+    order = [readme, *dict.fromkeys(ROOT / "docs" / name for name in linked)]
+    return [p for p in order if p in pages] + [p for p in pages if p not in order]
+
+
 _FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
 _DIRECTIVE = re.compile(r"<!--\s*snippet:\s*(\{.*\})\s*-->\s*$")
 DEFAULT_TURNS = ["A scripted answer."] * 8
@@ -153,7 +163,10 @@ CAT_JPG = base64.b64decode(
 
 
 def readers_folder(path: Path) -> Path:
-    """``path`` as the docs assume the reader's folder: a git repository holding ``cat.jpg``."""
+    """``path`` as the docs assume the reader's folder: a git repository holding ``cat.jpg``
+    (a folder that already is one is left as the earlier snippets left it)."""
+    if (path / ".git").is_dir():
+        return path
     (path / "cat.jpg").write_bytes(CAT_JPG)
     git = ["git", "-c", "user.name=Reader", "-c", "user.email=reader@example.com"]
     for args in (["init", "-q"], ["add", "cat.jpg"], ["commit", "-q", "-m", "A picture of my cat"]):
