@@ -311,8 +311,11 @@ def connect(
                 f"a per={limits.per!r} budget is counted from the call log: "
                 "it cannot go with log=False"
             )
-        log = True if log is None else log
+        if log is None and (budget is not None or getattr(adapter, "log_from_settings", True)):
+            log = True  # given in code, or a provider the config file's settings apply to
     client.call_log = client_logger(log, cache, settings, adapter)
+    if limits is not None and limits.from_log and client.call_log is None:
+        limits = None  # the config file's budget, on a script it does not log (a test)
     client.gate = gate_for(
         adapter, log=client.call_log, prices=priced, budget=limits, rate=per_minute
     )

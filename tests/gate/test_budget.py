@@ -245,3 +245,20 @@ def _quietly(llm: Any, cancel: threading.Event, started: threading.Event) -> Non
     started.set()
     with contextlib.suppress(ollm_lite.Cancelled):
         llm.ask("first", cancel=cancel)
+
+
+def test_a_config_file_day_budget_leaves_a_scripted_test_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script's test never writes into the real log, nor is bound by its budget; in code
+    the same budget turns the log on."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("OLLM_LOG", raising=False)
+    config = tmp_path / "config.toml"
+    config.write_text('[budget]\nrequests = 0\nper = "day"\n')
+    llm = ollm_lite.connect(ScriptedProvider([_turn()]), model="m", config=str(config))
+    assert llm.ask("x") == "ok" and llm.call_log is None
+    in_code = ollm_lite.connect(
+        ScriptedProvider([_turn()]), model="m", config=str(config), budget=Budget(per="day")
+    )
+    assert in_code.call_log is not None
