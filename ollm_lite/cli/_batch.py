@@ -158,6 +158,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     from ..batch import BatchFileError, run_with_provider
     from ..batch._progress import BatchProgressPrinter
     from ..batch._runner import Stops
+    from ..config._connect import call_defaults
     from ..gate import cli_batch_gate
 
     ctx.check_config()
@@ -177,6 +178,7 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
             retry_failed=args.retry_failed,
             stops=stops,
             resolve_model=lambda: _server_model(ctx, provider),
+            options=call_defaults(ctx.config, {}),  # the config's [options]
         )
     except BatchFileError as exc:
         ctx.err.write(error_line(exc.message, exc.code))

@@ -36,12 +36,14 @@ from ._terminal_text import printable
 
 if TYPE_CHECKING:
     from ..chat import ChatClient
+    from ..chat._call_settings import CallSettings
+    from ..config import Config
     from ..gate import GatedCall
     from ..providers.base import ProviderAdapter
     from ..types import ChatEvent
     from ..types._event_fold import Folded
 
-__all__ = ["DEFAULT_MAX_TOKENS", "add_chat_parser", "chat_model"]
+__all__ = ["DEFAULT_MAX_TOKENS", "add_chat_parser", "chat_model", "chat_settings"]
 
 #: ``chat``'s answer-length limit without ``--max-tokens``: room for a long answer, a stop for
 #: a runaway one.
@@ -62,9 +64,10 @@ def add_chat_parser(commands: Any, flags: argparse.ArgumentParser) -> argparse.A
     chat.add_argument(
         "--max-tokens",
         type=positive_int_arg,
-        default=DEFAULT_MAX_TOKENS,
+        default=None,
         metavar="N",
-        help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS})",
+        help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS}, or max_tokens in the "
+        "config's [options])",
     )
     chat.add_argument(
         "--json", action="store_true", help="one JSON object per event on stdout (for scripts)"
@@ -151,15 +154,23 @@ def _run_chat(
     prompt: str,
     way: GatedCall | None = None,
 ) -> int:
-    from ..types import GenerationOptions
+    from ..chat._loop import ChatLoop
     from ..types._event_fold import EventFold
 
-    options = GenerationOptions(temperature=args.temperature, max_tokens=args.max_tokens)
+    settings = chat_settings(args, ctx.config)
     cancel = threading.Event()
     view = _ChatView(args, ctx)
     fold = EventFold()
     with cancel_on_sigint(cancel):
-        events = client.chat(prompt, system_prompt=args.system, options=options, cancel=cancel)
+        events = ChatLoop(
+            client,
+            [],
+            [],
+            system_prompt=args.system,
+            options=settings.generation,
+            settings=settings,
+            cancel=cancel,
+        ).run(prompt, ())
         try:
             for event in events:
                 fold.add(event)
@@ -174,6 +185,18 @@ def _run_chat(
     if way is not None:
         way.finish_fold(fold, cancelled=cancel.is_set())
     return view.finish(fold.result(), cancelled=cancel.is_set())
+
+
+def chat_settings(args: argparse.Namespace, config: Config) -> CallSettings:
+    """The generation options and reasoning switch of ``chat``: its flags over the
+    configuration's ``[options]``, and :data:`DEFAULT_MAX_TOKENS` when neither sets
+    ``max_tokens``."""
+    from ..client._options import merge, resolve
+    from ..config._connect import call_defaults
+
+    flags = {"temperature": args.temperature, "max_tokens": args.max_tokens}
+    defaults = merge({"max_tokens": DEFAULT_MAX_TOKENS}, call_defaults(config, {}))
+    return resolve(merge(defaults, {k: v for k, v in flags.items() if v is not None}))
 
 
 class _ChatView:

@@ -167,6 +167,9 @@ def _cmd_config_show(args: argparse.Namespace, ctx: Context) -> int:
         lines += [
             line(_toml_key(k), v, f"context_limits.{k}") for k, v in data["context_limits"].items()
         ]
+    if data.get("options"):
+        lines += ["", "[options]"]
+        lines += [line(_toml_key(k), v, f"options.{k}") for k, v in data["options"].items()]
     lines += ["", "[log]"]
     lines += [f"{k} = {_toml_value(v)}  # {log_origins[k]}" for k, v in log.items()]
     ctx.out.write("\n".join(lines) + "\n")

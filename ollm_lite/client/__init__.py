@@ -37,6 +37,7 @@ from ..call_log._hooks import client_logger
 from ..chat import ChatClient
 from ..config._connect import (
     build_provider,
+    call_defaults,
     client_config,
     given_provider,
     require_valid,
@@ -87,8 +88,9 @@ class Client(ScriptCalls):
         context_limits: Context windows by model name, from the configuration.
         schema_retries: As above; may be changed.
         call_log: Where calls are logged (``None``: not logged); set by :func:`connect`.
-        gate: The one way in every model request of the client passes (the call log, the
-            cache); ``None`` when nothing is set to pass (see :mod:`ollm_lite.gate`).
+        gate: The one way in every model request of the client passes (the call log and its
+            cache, prices, budget, rate limit); ``None`` when nothing is set to pass (see
+            :mod:`ollm_lite.gate`).
 
     The calls — :meth:`ask`, :meth:`stream`, :meth:`run`, :meth:`events` — are the same on a
     :class:`Session`, which continues one conversation.
@@ -267,7 +269,8 @@ def connect(
             turn it on (with ``log=False``: ``ConfigError``).
         rate: Requests and tokens per minute (a :class:`~ollm_lite.RateLimit`), over the
             config file's ``[rate]``, shared by the client's threads, ``map`` and batch lines.
-        **options: Defaults for every call: the per-call options of :meth:`Client.ask`.
+        **options: Defaults for every call: the per-call options of :meth:`Client.ask`;
+            they win over the configuration's ``[options]`` table, which applies beneath them.
 
     Returns:
         A :class:`Client`. No request is sent until the first call.
@@ -294,7 +297,7 @@ def connect(
     client = Client(
         adapter,
         model=settings.model,
-        options=options,
+        options=call_defaults(settings, options),
         context_limits=settings.context_limits,
     )
     from ..gate import gate_for

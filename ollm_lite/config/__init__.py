@@ -21,6 +21,8 @@ else ``~/.config/ollm/config.toml``. String values may use ``${VAR}`` and ``${VA
     "llama3.2" = 8192
     [mcp.servers.git]                       # MCP servers whose tools chats may use
     command = ["mcp-server-git"]
+    [options]                               # defaults of every call that sets none
+    max_tokens = 512
 
 Environment: ``OLLM_PROVIDER``, ``OLLM_MODEL``, ``OLLAMA_HOST``, ``OLLAMA_API_KEY``,
 ``VLLM_HOST``, ``VLLM_API_KEY``, ``OPENAI_COMPATIBLE_HOST``, ``OPENAI_COMPATIBLE_API_KEY``,
@@ -77,6 +79,7 @@ from ._model import (
     ProviderConfig,
     canonical_provider,
 )
+from ._options import options_issues
 from ._secrets import config_secrets, mask_secrets
 from ._vars import expand_tree, expand_vars
 
@@ -152,7 +155,16 @@ def env_names(path: str) -> list[str]:
     return [var for var, target in ENV_VARS.items() if target == path]
 
 
-_TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp", "log", *GATE_TABLES)
+_TOP_KEYS = (
+    "provider",
+    "model",
+    "providers",
+    "context_limits",
+    "mcp",
+    "log",
+    "options",
+    *GATE_TABLES,
+)
 #: Override keys that apply to the selected provider's section (``--host``, ``--api-key``).
 _SHORTHAND_KEYS = _SECTION_KEYS
 
@@ -196,6 +208,7 @@ class _Layer:
         self.mcp_servers: dict[str, McpServerConfig] = {}
         self.log: dict[str, Any] = {}
         self.gate: dict[str, dict[str, Any]] = {}  # [prices], [budget], [rate]
+        self.options: dict[str, Any] = {}
         self.shorthand: dict[str, Any] = {}
         self.origins: dict[str, str] = {}
         self.issues: list[ConfigIssue] = []
@@ -254,6 +267,12 @@ def _file_layer(data: Mapping[str, Any], origin: str) -> _Layer:
                 continue
             layer.gate[key] = dict(value)
             layer.origins.update({f"{key}.{k}": origin for k in value})
+        elif key == "options":  # default generation options (checked by validate_config)
+            if not isinstance(value, dict):
+                layer.issues.append(type_issue("options", "a table", value))
+                continue
+            layer.options = dict(value)
+            layer.origins.update({f"options.{k}": origin for k in value})
         else:
             layer.issues.append(unknown_key(key, key, _TOP_KEYS))
     return layer
@@ -339,6 +358,7 @@ def _merge(layers: list[_Layer]) -> Config:
         config.log.update(layer.log)
         for name, table in layer.gate.items():
             getattr(config, name).update(table)
+        config.options.update(layer.options)
         config.origins.update(layer.origins)
         config.issues.extend(layer.issues)
     _drop_other_backends_server(layers, sections, config.origins)
@@ -473,7 +493,8 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     (or what ``OLLAMA_HOST`` accepts: ``host``, ``host:port``, ``:port``), ``api_key`` is a
     string, ``backend`` is a known backend and only set for ``openai-compatible``,
     ``timeout`` is a positive number, context limits are positive integers, no unknown keys,
-    no malformed ``${...}`` references; and Gemini, when selected, has an API key.
+    no malformed ``${...}`` references; ``[options]`` holds only generation options with
+    values the script API accepts; and Gemini, when selected, has an API key.
 
     A field already reported while loading (a malformed reference keeps the value as
     written) gets no second issue for that unexpanded value.
@@ -488,6 +509,7 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     ]
     issues.extend(ConfigIssue(path, message) for path, message in log_issues(config.log))
     issues.extend(ConfigIssue(path, message) for path, message in gate_issues(config))
+    issues.extend(options_issues(config.options))
     servers: Any = config.mcp_servers
     if isinstance(servers, dict):
         issues.extend(ConfigIssue(path, message) for path, message in mcp_issues(servers))

@@ -19,7 +19,8 @@ import dataclasses
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import ConfigError, OllmError, ProviderNotFound
 from ..providers.base import ProviderAdapter, call_with_cancel
@@ -32,8 +33,16 @@ from . import (
     load_config,
     validate_config,
 )
+from ._options import options_issues
 
-__all__ = ["build_provider", "client_config", "given_provider", "require_valid", "resolve_model"]
+__all__ = [
+    "build_provider",
+    "call_defaults",
+    "client_config",
+    "given_provider",
+    "require_valid",
+    "resolve_model",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +140,7 @@ def _override(
         model=model if model is not None else config.model,
         providers=sections,
         context_limits=dict(config.context_limits),
+        options=dict(config.options),
     )
 
 
@@ -147,6 +157,27 @@ def require_valid(config: Config) -> None:
             f"invalid configuration: {issues[0]}{more}; run `ollm-lite config validate`",
             details={"issues": [str(i) for i in issues]},
         )
+
+
+def call_defaults(config: Config, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The defaults of every call of a client: ``options`` (``connect(**options)``) over the
+    configuration's ``[options]`` table; ``extra_body`` merges key by key.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` naming the first bad ``[options]`` entry (also when a
+            provider object was given, which skips the rest of the configuration's checks).
+    """
+    if not config.options:
+        return dict(options)
+    issues = options_issues(config.options)
+    if issues:
+        raise ConfigError(
+            f"invalid configuration: {issues[0]}; run `ollm-lite config validate`",
+            details={"issues": [str(i) for i in issues]},
+        )
+    from ..client._options import merge
+
+    return merge(config.options, options)
 
 
 def build_provider(

@@ -42,6 +42,8 @@ def redacted(config: Config) -> dict[str, Any]:
         out["providers"] = providers
     if config.context_limits:
         out["context_limits"] = dict(config.context_limits)
+    if config.options:
+        out["options"] = dict(config.options)
     if config.mcp_servers:
         out["mcp"] = {"servers": {name: _mcp_display(s) for name, s in config.mcp_servers.items()}}
     return {key: mask(value) for key, value in out.items()}

@@ -94,6 +94,8 @@ class Config:
             per million tokens), by model name.
         budget: The ``[budget]`` table (``tokens``, ``cost``, ``requests``, ``per``).
         rate: The ``[rate]`` table (``requests_per_minute``, ``tokens_per_minute``).
+        options: The ``[options]`` table: default generation options (the
+            ``GenerationOptions`` fields and ``think``) for every call that sets none.
         source: The file that was read, or ``None`` when none was.
         origins: Dotted path → where its value came from (``file``, ``env NAME``,
             ``override``), for ``ollm-lite config show``.
@@ -111,6 +113,7 @@ class Config:
     prices: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     rate: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)
     issues: list[ConfigIssue] = field(default_factory=list, repr=False, compare=False)

@@ -91,6 +91,8 @@ _CLOSE_TIMEOUT_S = 5.0
 _SEND_TIMEOUT_S = 60.0
 #: Wait before reopening the GET stream when the server set no ``retry``.
 _LISTEN_RETRY_S = 1.0
+#: The longest ``retry`` honoured (ms): what :meth:`threading.Event.wait` accepts.
+_RETRY_MAX_MS = int(threading.TIMEOUT_MAX) * 1000
 
 
 class SessionExpired(ConnectionFailed):
@@ -425,7 +427,7 @@ class HttpTransport:
                     finally:
                         last_id = decoder.last_event_id or last_id
                         if decoder.reconnection_ms is not None:
-                            wait = decoder.reconnection_ms / 1000.0
+                            wait = _delay_s(decoder.reconnection_ms)
             except HTTPStatusError as exc:
                 logger.debug("%s: no GET stream (%s)", self.describe, exc.status)
                 return
@@ -480,4 +482,11 @@ def _events(decoder: SSEDecoder, chunks: Iterable[bytes]) -> Iterator[SSEEvent]:
 def _retry_seconds(retry_ms: int | None, current: float | None) -> float | None:
     """The reconnection delay after an SSE event's ``retry`` field (milliseconds; the WHATWG
     rule keeps the last one seen), in seconds; ``current`` when the event set none."""
-    return current if retry_ms is None else retry_ms / 1000.0
+    return current if retry_ms is None else _delay_s(retry_ms)
+
+
+def _delay_s(retry_ms: int) -> float:
+    """``retry`` milliseconds in seconds. The field is any run of digits: a delay longer than
+    a thread can wait (:data:`threading.TIMEOUT_MAX`) is that longest wait, which the call's
+    timeout, its cancel or ``close`` ends in any case."""
+    return min(retry_ms, _RETRY_MAX_MS) / 1000.0

@@ -209,11 +209,14 @@ class StdioTransport:
     def _drain_stderr(self, proc: subprocess.Popen[bytes]) -> None:
         stderr = proc.stderr
         assert stderr is not None
-        for raw in iter(lambda: stderr.readline(65536), b""):
-            line = self.redact(raw.decode("utf-8", "replace").rstrip())
-            if line:
-                self._stderr_tail.append(line)
-                logger.debug("%s stderr: %s", self.describe, line)
+        # ``close`` shuts the pipe after its grace even when something that left the server's
+        # process group still holds it open and writes: the read then fails, which ends this.
+        with contextlib.suppress(OSError, ValueError):
+            for raw in iter(lambda: stderr.readline(65536), b""):
+                line = self.redact(raw.decode("utf-8", "replace").rstrip())
+                if line:
+                    self._stderr_tail.append(line)
+                    logger.debug("%s stderr: %s", self.describe, line)
 
 
 def _wait_exit_code(proc: subprocess.Popen[bytes], timeout: float) -> int | None:

@@ -386,6 +386,26 @@ def test_lines_without_a_model_use_the_servers_only_model(tmp_path: Path) -> Non
         assert read_output(out)[0]["response"]["body"]["model"] == "only-model"
 
 
+def test_the_configs_options_reach_each_line_and_the_lines_body_wins(
+    tmp_path: Path, server: tuple[LoopbackServer, Held]
+) -> None:
+    """``[options]`` is every line's default (``max_tokens``), a line's own body wins."""
+    srv, _ = server
+    config = tmp_path / "config.toml"
+    config.write_text("[options]\nmax_tokens = 77\ntemperature = 0.5\n")
+    first, second = chat_line("a", "hi"), chat_line("b", "ho")
+    second["body"]["max_tokens"] = 5
+    inp = write_lines(tmp_path / "in.jsonl", [first, second])
+    out = tmp_path / "out.jsonl"
+    result = run(tmp_path, "--config", str(config), *_args(srv.url, str(inp), "-o", str(out)))
+    assert result.returncode == 0, result.stderr
+    sent = sorted(
+        (json.loads(r.body) for r in srv.requests if r.path == CHAT),
+        key=lambda body: body["messages"][-1]["content"],
+    )
+    assert [(b["max_tokens"], b["temperature"]) for b in sent] == [(77, 0.5), (5, 0.5)]
+
+
 def test_dead_hosts_are_each_reported_down_once(tmp_path: Path) -> None:
     """Every host of the fleet refuses: the lines fail, and each host's going down is one
     warning line, not one per request it failed (the repeats are details for --debug)."""

