@@ -293,18 +293,17 @@ class GatedCall:
     ) -> Iterator[ProviderEvent]:
         """``events`` passed on, the answer noted: its cost and, when logged, its record."""
         usage: Usage | None = None
+        noted = events if turn is None else self._recorded(events, turn)
         try:
-            if turn is None:
-                for event in events:
-                    if isinstance(event, FinishEvent):
-                        usage = event.usage
-                    yield event
-                return
-            for event in self._recorded(events, turn):
+            for event in noted:
                 if isinstance(event, FinishEvent):
                     usage = event.usage
                 yield event
         finally:
+            for stream in (noted, events):  # stopped early: ended now, not at GC
+                close = getattr(stream, "close", None)
+                if close is not None:
+                    close()
             self._spent(request, usage)
 
     def _recorded(

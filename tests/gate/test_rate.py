@@ -160,3 +160,49 @@ def test_the_config_file_sets_the_rate_and_bad_values_are_reported(tmp_path: Pat
         ollm_lite.connect(ScriptedProvider([]), rate={"requests_per_minute": 5})  # type: ignore[arg-type]
     issues = validate_config(Config(rate={"requests_per_minute": -3, "burst": 2}))
     assert {i.path for i in issues} >= {"rate.requests_per_minute", "rate.burst"}
+
+
+def test_a_servers_429_retry_after_still_holds_under_a_rate_limit(tmp_path: Path) -> None:
+    """The limiter lets the request go; the server's 429 with ``Retry-After`` is waited out
+    by the transport as before, and the retry is the same request, not a second turn."""
+    import json as jsonlib
+    import socket
+
+    from support.transport_support import Request, respond, serve
+
+    calls: list[int] = []
+    answer = {
+        "id": "x",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "fine"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+    }
+
+    def limited(client: socket.socket, req: Request) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            respond(client, 429, b'{"error":{"message":"slow down"}}', headers={"Retry-After": "0"})
+        else:
+            respond(client, 200, jsonlib.dumps(answer).encode())
+
+    with serve({"/v1/chat/completions": limited}) as server:
+        llm = ollm_lite.connect(
+            "llamacpp", host=server.url, model="m", rate=RateLimit(requests_per_minute=5)
+        )
+        source = tmp_path / "in.jsonl"
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        line = {"custom_id": "a", "method": "POST", "url": "/v1/chat/completions", "body": body}
+        source.write_text(jsonlib.dumps(line) + "\n")
+        try:  # a batch line: one whole request, as the JSON answer above
+            summary = ollm_lite.run_batch(source, tmp_path / "out.jsonl", client=llm)
+        finally:
+            llm.close()
+    assert (summary.done, summary.failed) == (1, 0)
+    assert len(calls) == 2
