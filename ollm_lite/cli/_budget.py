@@ -106,7 +106,7 @@ def _read(path: Path, since: datetime) -> Any:
         try:
             if check_version(db) == 0:
                 return Spent()
-            return spent_since(db, since)
+            return spent_since(db, since)[0]
         finally:
             db.close()
     except NewerSchema as exc:

@@ -143,6 +143,8 @@ class Client(ScriptCalls):
         close = getattr(self.provider, "close", None)
         if callable(close):
             close()
+        if self.gate is not None:
+            self.gate.release()
         if self.call_log is not None:
             self.call_log.close()
 

@@ -129,6 +129,11 @@ class Gate:
     def __repr__(self) -> str:
         return f"Gate({self.inner!r}, log={self.log!r})"
 
+    def release(self) -> None:
+        """Close what the gate itself holds open (the budget's read connection to the log);
+        the provider is its owner's to close. A later request opens it again."""
+        self.spending.close()
+
     def with_source(self, source: str) -> Gate:
         """The same gate (same log and counters), its own requests logged as ``source``."""
         other = object.__new__(Gate)
@@ -212,17 +217,21 @@ class GatedCall:
         """
         spending, limiter = self.gate.spending, self.gate.limiter
         wait = self.record.write_budget() if self.record is not None else 5.0
-        if limiter is None:
-            spending.check(reserve=True, budget_seconds=wait)
-        else:
-            if spending.budget is not None:  # refused at once, not after a wait
-                spending.check(reserve=False, budget_seconds=wait)
-            slot = limiter.acquire(request.cancel, deadline_for(request.timeout, request.cancel))
-            try:  # what others spent while it waited counts too: checked again, and reserved
-                spending.check(reserve=True, budget_seconds=wait)
-            except BudgetExceeded:
-                limiter.release(slot)
+        spending.check(reserve=True, budget_seconds=wait)  # refused at once, not after a wait
+        if limiter is not None:
+            try:
+                deadline = deadline_for(request.timeout, request.cancel)
+                slot, waited = limiter.acquire(request.cancel, deadline)
+            except OllmError:
+                spending.sent(-1)
                 raise
+            if waited:  # what others spent meanwhile counts: checked again (less its own)
+                try:
+                    spending.check(reserve=False, budget_seconds=wait, own=1)
+                except BudgetExceeded:
+                    limiter.release(slot)
+                    spending.sent(-1)
+                    raise
         with self._lock:
             self.spent.requests += 1
 

@@ -12,15 +12,19 @@ A request at or past a limit is not sent: :class:`~ollm_lite.errors.BudgetExceed
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from ..call_log._schema import open_connection
 from ..errors import BudgetExceeded, ConfigError
 
 if TYPE_CHECKING:
@@ -156,38 +160,116 @@ class Spent:
         )
 
 
-def spent_since(db: sqlite3.Connection, since: datetime) -> Spent:
-    """What the calls committed to a log since ``since`` spent: requests sent (model turns
-    not answered from the cache), tokens and cost (ids sort by time, so the primary keys
-    find them; a log older than costs has none).
+_SPENT = (
+    "SELECT (SELECT coalesce(max(rowid), 0) FROM calls), "
+    "(SELECT coalesce(max(rowid), 0) FROM turns), "
+    "(SELECT coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0)"
+    " FROM calls WHERE rowid > ?1 AND id >= ?3), "
+    "(SELECT coalesce(sum({cost}), 0) FROM calls WHERE rowid > ?1 AND id >= ?3), "
+    "(SELECT count(*) FROM turns WHERE rowid > ?2 AND call_id >= ?3 AND cached = 0)"
+)
+
+
+def spent_since(
+    db: sqlite3.Connection,
+    since: datetime,
+    after: tuple[int, int] = (0, 0),
+    *,
+    has_cost: bool | None = None,
+) -> tuple[Spent, tuple[int, int]]:
+    """What the calls committed to a log since ``since`` spent — requests sent (model turns
+    not answered from the cache), tokens and cost — counting only the rows after ``after``
+    (the last ``calls`` and ``turns`` rowids already counted; rowids only grow), and the
+    rowids counted up to now. Ids sort by time, so ``since`` is a range of them. One
+    statement: one snapshot of the file.
 
     Raises:
         sqlite3.Error: the log cannot be read.
     """
     first_id = f"{int(since.timestamp() * 1_000_000):014x}"
-    has_cost = db.execute(
-        "SELECT count(*) FROM pragma_table_info('calls') WHERE name = 'cost'"
-    ).fetchone()[0]
-    tokens, cost = db.execute(
-        "SELECT coalesce(sum(coalesce(prompt_tokens, 0) + coalesce(completion_tokens, 0)), 0), "
-        f"coalesce(sum({'cost' if has_cost else 'NULL'}), 0) FROM calls WHERE id >= ?",
-        (first_id,),
+    if has_cost is None:  # a log older than costs, read as it is, has none
+        has_cost = bool(
+            db.execute(
+                "SELECT count(*) FROM pragma_table_info('calls') WHERE name = 'cost'"
+            ).fetchone()[0]
+        )
+    calls, turns, tokens, cost, requests = db.execute(
+        _SPENT.format(cost="cost" if has_cost else "NULL"), (after[0], after[1], first_id)
     ).fetchone()
-    (requests,) = db.execute(
-        "SELECT count(*) FROM turns WHERE call_id >= ? AND cached = 0", (first_id,)
-    ).fetchone()
-    return Spent(int(requests), int(tokens), float(cost))
+    return Spent(int(requests), int(tokens), float(cost)), (int(calls), int(turns))
 
 
-def log_spent(file: LogFile, since: datetime, budget: float) -> Spent:
-    """:func:`spent_since` on the client's log. A log that cannot be read counts as nothing
-    spent (the call log warns on its own)."""
-    try:
-        with file.connection(max(0.0, budget)) as db:
-            return spent_since(db, since)
-    except Exception as exc:  # sqlite3.Error, OSError, a newer schema: never the call's
-        logger.debug("budget: the call log %s cannot be read: %s", file.path, exc)
-        return Spent()
+class LogTotals:
+    """What a client's log holds for the current period, read incrementally: each look reads
+    only the rows committed since the last one (rowids only grow), so a check costs the same
+    on the day's first call and on its ten-thousandth.
+
+    A row pruned from the current period stays counted (a prune of today's calls is rare, and
+    counting it errs on the side of not sending).
+    """
+
+    #: How often the read connection checks that the file is still the one at the path.
+    _RECHECK = 1.0
+
+    def __init__(self, file: LogFile) -> None:
+        self.file = file
+        self._since: datetime | None = None
+        self._rows = (0, 0)
+        self._totals = Spent()
+        self._lock = threading.Lock()
+        # its own read connection: a look is one statement, no pool checkout
+        self._db: sqlite3.Connection | None = None
+        self._opened: tuple[int, Any] = (0, None)  # the process and the file it was opened in
+        self._checked = 0.0
+
+    def _connection(self, budget: float) -> sqlite3.Connection:
+        from ..call_log._writer import _identity
+
+        db, now = self._db, time.monotonic()
+        if db is not None and self._opened[0] != os.getpid():
+            self.close()  # a child process: never a parent's connection
+            db = None
+        if db is not None and now - self._checked > self._RECHECK:
+            self._checked = now
+            if self._opened[1] != _identity(self.file.path):
+                self.close()  # the file was removed or replaced: read the one there now
+                db = None
+        if db is None:
+            with self.file.connection(budget):  # creates and migrates the file as writes do
+                pass
+            db = open_connection(self.file.path, budget, shared=True)
+            self._db, self._opened, self._checked = (
+                db,
+                (os.getpid(), _identity(self.file.path)),
+                now,
+            )
+        return db
+
+    def spent(self, since: datetime, budget: float) -> Spent:
+        """What the log's calls since ``since`` spent. A log that cannot be read adds
+        nothing new (the call log warns on its own)."""
+        with self._lock:
+            if since != self._since:  # a new day or month: count it from its start
+                self._since, self._rows, self._totals = since, (0, 0), Spent()
+            try:
+                db = self._connection(max(0.0, budget))
+                new, rows = spent_since(db, since, self._rows, has_cost=True)
+                if rows[0] < self._rows[0] or rows[1] < self._rows[1]:
+                    new, rows = spent_since(db, since, has_cost=True)  # a new file: afresh
+                    self._totals = Spent()
+                self._totals.add(new)
+                self._rows = rows
+            except Exception as exc:  # sqlite3.Error, OSError, a newer schema: never the call's
+                self.close()
+                logger.debug("budget: the call log %s cannot be read: %s", self.file.path, exc)
+            return Spent(self._totals.requests, self._totals.tokens, self._totals.cost)
+
+    def close(self) -> None:
+        """Close the read connection (a later look opens a new one)."""
+        db, self._db = self._db, None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
 
 
 class Spending:
@@ -202,6 +284,7 @@ class Spending:
         self.file = file
         self.run = Spent()
         self.unlogged = Spent()
+        self.log = LogTotals(file) if file is not None else None
         self._lock = threading.Lock()
         # one check at a time per client, so two threads never both pass the last slot
         self._checking = threading.Lock()
@@ -209,15 +292,16 @@ class Spending:
     def spent(self, budget_seconds: float = 5.0) -> Spent:
         """What the budget's period has spent so far."""
         budget = self.budget
-        if budget is None or not budget.from_log or self.file is None:
+        if budget is None or not budget.from_log or self.log is None:
             with self._lock:
                 return Spent(self.run.requests, self.run.tokens, self.run.cost)
-        logged = log_spent(self.file, period_start(budget.per), budget_seconds)
+        logged = self.log.spent(period_start(budget.per), budget_seconds)
         with self._lock:
             return logged.plus(self.unlogged)
 
-    def check(self, *, reserve: bool, budget_seconds: float = 5.0) -> None:
-        """Refuse a request at or past a limit; with ``reserve``, count it as sent.
+    def check(self, *, reserve: bool, budget_seconds: float = 5.0, own: int = 0) -> None:
+        """Refuse a request at or past a limit; with ``reserve``, count it as sent (``own``:
+        requests of the caller's already counted, left out of the comparison).
 
         Raises:
             BudgetExceeded: ``LLM_BUDGET_EXCEEDED``; nothing is counted.
@@ -229,6 +313,7 @@ class Spending:
             return
         with self._checking:
             spent = self.spent(budget_seconds)
+            spent.requests -= own
             for what, limit in budget.limits():
                 value = getattr(spent, what)
                 if value >= limit:
@@ -254,6 +339,11 @@ class Spending:
             if cost is not None:
                 self.run.cost += cost
                 self.unlogged.cost += cost
+
+    def close(self) -> None:
+        """Close what it holds open (the log's read connection)."""
+        if self.log is not None:
+            self.log.close()
 
     def logged(self, spent: Spent) -> None:
         """A call's row, holding ``spent``, is committed: the log counts it from now."""

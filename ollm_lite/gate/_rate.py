@@ -119,13 +119,15 @@ class RateLimiter:
                     break
         return max(waits)
 
-    def acquire(self, cancel: threading.Event | None, deadline: float | None) -> float:
-        """Wait for the request's turn and count it as sent; returns the slot (its time).
+    def acquire(self, cancel: threading.Event | None, deadline: float | None) -> tuple[float, bool]:
+        """Wait for the request's turn and count it as sent; returns the slot (its time) and
+        whether it had to wait.
 
         Raises:
             RequestTimeout: ``LLM_TIMEOUT``: its turn comes after the call's deadline.
             Cancelled: ``CANCELLED``: ``cancel`` was set while it waited.
         """
+        waited = False
         while True:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("the call was cancelled while it waited for the rate limit")
@@ -135,13 +137,14 @@ class RateLimiter:
                 wait = self._wait_needed(now)
                 if wait <= 0:
                     self._sent.append(now)
-                    return now
+                    return now, waited
             if deadline is not None and now + wait > deadline:
                 raise RequestTimeout(
                     f"the rate limit's next free slot is in {wait:.1f} s, after the call's "
                     "deadline: the request was not sent",
                     details={"wait": round(wait, 3), "limit": _describe(self.limit)},
                 )
+            waited = True
             if cancel is not None:
                 cancel.wait(wait)  # returns at once when the event is set
             else:

@@ -73,7 +73,8 @@ def test_cancel_ends_the_wait() -> None:
 
 def test_a_released_slot_is_free_again() -> None:
     limiter = RateLimiter(RateLimit(requests_per_minute=1))
-    slot = limiter.acquire(None, None)
+    slot, waited = limiter.acquire(None, None)
+    assert not waited
     limiter.release(slot)
     limiter.acquire(None, time.monotonic() + 0.2)  # no wait
 
@@ -134,16 +135,17 @@ def test_a_request_that_waited_is_checked_against_the_budget_again() -> None:
     limiter = gate.limiter
     real = limiter.acquire
 
-    def acquire_while_another_sends(cancel: Any, deadline: Any) -> float:
-        slot = real(cancel, deadline)
+    def acquire_while_another_sends(cancel: Any, deadline: Any) -> tuple[float, bool]:
+        slot, _ = real(cancel, deadline)
         gate.spending.sent(1)  # another thread's request went while this one waited
-        return slot
+        return slot, True
 
     limiter.acquire = acquire_while_another_sends  # type: ignore[method-assign]
     with pytest.raises(BudgetExceeded):
         llm.ask("x")
     assert provider.requests == []
     assert len(limiter._sent) == 0
+    assert gate.spending.run.requests == 1  # the other's request only
 
 
 def test_the_config_file_sets_the_rate_and_bad_values_are_reported(tmp_path: Path) -> None:
