@@ -1,9 +1,10 @@
 """A loopback streaming server for the benchmarks (stdlib only, raw sockets).
 
-It serves OpenAI-shaped SSE on ``POST /v1/chat/completions`` and Ollama-shaped NDJSON on
-``POST /api/chat``. What a request gets is chosen by the ``model`` field of its JSON body, so
-every client (ollm_lite, openai-python, ollama-python, plain ``requests``) can ask for any
-workload without special parameters::
+It serves OpenAI-shaped SSE on ``POST /v1/chat/completions``, Ollama-shaped NDJSON on
+``POST /api/chat`` and Messages API SSE (named events) on ``POST /v1/messages``. What a request
+gets is chosen by the ``model`` field of its JSON body, so every client (ollm_lite,
+openai-python, ollama-python, plain ``requests``) can ask for any workload without special
+parameters::
 
     "<kind>-<mode>-<n>[-<size>]"
 
@@ -41,7 +42,15 @@ from support.transport_support import (  # noqa: E402
     serve_until_stdin_closes,
 )
 
-__all__ = ["ServerProcess", "answer", "ollama_lines", "openai_events", "server", "workload_body"]
+__all__ = [
+    "ServerProcess",
+    "answer",
+    "messages_events",
+    "ollama_lines",
+    "openai_events",
+    "server",
+    "workload_body",
+]
 
 BULK_CHUNK = 64 * 1024
 
@@ -125,6 +134,62 @@ def openai_events(kind: str, n: int, size: int = 0) -> list[bytes]:
     return out
 
 
+def _messages_event(obj: dict[str, object]) -> bytes:
+    data = json.dumps(obj, separators=(",", ":")).encode()
+    return b"event: " + str(obj["type"]).encode() + b"\ndata: " + data + b"\n\n"
+
+
+def messages_events(kind: str, n: int, size: int = 0) -> list[bytes]:
+    """The SSE events of one ``/v1/messages`` answer (``event:`` and ``data:`` lines, as
+    https://platform.claude.com/docs/en/build-with-claude/streaming shows), one ``bytes`` each."""
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "bench",
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": 1},
+        },
+    }
+    out = [_messages_event(start)]
+    out.append(
+        _messages_event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            }
+        )
+    )
+    if kind == "big":
+        piece = ("abcdefghijklmnopqrstuvwxyz0123456789" * (size // 36 + 1))[:size]
+        texts = [piece] * n
+    else:
+        texts = [f" token{i % 97}" for i in range(n)]
+    out.extend(
+        _messages_event(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": t}}
+        )
+        for t in texts
+    )
+    out.append(_messages_event({"type": "content_block_stop", "index": 0}))
+    out.append(
+        _messages_event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": n},
+            }
+        )
+    )
+    out.append(_messages_event({"type": "message_stop"}))
+    return out
+
+
 def ollama_lines(kind: str, n: int, size: int = 0) -> list[bytes]:
     """The NDJSON lines of one ``/api/chat`` answer, one ``bytes`` per line."""
 
@@ -167,6 +232,8 @@ def workload_body(path: str, model: str) -> tuple[bytes, tuple[bytes, ...]]:
     size = int(rest[0]) if rest else 0
     if path.startswith("/api/"):
         head, events = _NDJSON_HEAD, ollama_lines(kind, n, size)
+    elif path.startswith("/v1/messages"):
+        head, events = _SSE_HEAD, messages_events(kind, n, size)
     else:
         head, events = _SSE_HEAD, openai_events(kind, n, size)
     if mode == "bulk":
@@ -214,7 +281,7 @@ def _not_found(conn: socket.socket, req: Request) -> None:
 
 def server() -> LoopbackServer:
     """The benchmark server in this process (keep-alive connections, one thread each)."""
-    routes = {"/v1/chat/completions": answer, "/api/chat": answer}
+    routes = {"/v1/chat/completions": answer, "/api/chat": answer, "/v1/messages": answer}
     return LoopbackServer(routes, keep_alive=True, fallback=_not_found)
 
 

@@ -4,8 +4,9 @@ Every contender talks HTTP to the same loopback server (a child process, see ``_
 does the work a user needs: read the body, split it into events, ``json.loads`` each one and
 take out the text. Contenders, each timed end to end as the user receives events:
 
-* ``ollm_lite``: ``OpenAICompatibleProvider.chat_stream`` (SSE) or ``LocalProvider.chat_stream``
-  (NDJSON), counting ``TextEvent`` values;
+* ``ollm_lite``: ``OpenAICompatibleProvider.chat_stream`` (SSE), ``LocalProvider.chat_stream``
+  (NDJSON) or ``AnthropicProvider.chat_stream`` (the Messages API's SSE, named events),
+  counting ``TextEvent`` values;
 * ``naive floor``: ``requests`` (``iter_content(None)``, one item per HTTP chunk), ``bytes.split``
   on LF, ``json.loads``, take the content: fast, and wrong at chunk boundaries (a CR line end,
   U+2028, an event cut between chunks in the wrong place);
@@ -29,6 +30,7 @@ from typing import Any
 
 import requests
 
+from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
 from ollm_lite.types import Message, ProviderRequest, TextEvent, ToolCallEvent
@@ -42,6 +44,8 @@ NAIVE = ("naive floor", "naive str.split", "requests iter_lines")
 RATIO_LIMIT = {"event": 1.10, "bulk": 1.15}
 """Most ollm_lite may cost, per event, over the fastest naive loop: per-event and bulk."""
 _MESSAGES = [{"role": "user", "content": "hi"}]
+_FORMATS = {"sse": "SSE", "ndjson": "NDJSON", "messages": "Messages SSE"}
+"""Row labels of the wire formats raced."""
 
 
 class Clients:
@@ -52,6 +56,7 @@ class Clients:
         self.session = requests.Session()
         self.sse = OpenAICompatibleProvider(base_url=url, retries=0)
         self.ndjson = LocalProvider(base_url=url, retries=0)
+        self.messages = AnthropicProvider(base_url=url, retries=0)
         openai = peer("openai")
         ollama = peer("ollama")
         self.openai = (
@@ -64,6 +69,7 @@ class Clients:
         self.session.close()
         self.sse.close()
         self.ndjson.close()
+        self.messages.close()
         if self.openai is not None:
             self.openai.close()
         if self.ollama is not None:
@@ -195,6 +201,64 @@ def lines_ndjson(session: requests.Session, url: str, model: str) -> int:
     return n
 
 
+def _post_messages(session: requests.Session, url: str, model: str) -> requests.Response:
+    """The streamed Messages API request every naive Messages loop sends (once per stream)."""
+    body = {"model": model, "max_tokens": 4096, "messages": _MESSAGES, "stream": True}
+    return session.post(url + "/v1/messages", json=body, stream=True)
+
+
+def naive_messages(session: requests.Session, url: str, model: str) -> int:
+    """The naive floor for the Messages API: ``iter_content`` + split on LF + ``json.loads``
+    of each ``data:`` line (the ``event:`` lines skipped), text deltas counted."""
+    resp = _post_messages(session, url, model)
+    n = 0
+    buf = b""
+    loads = json.loads
+    for chunk in resp.iter_content(chunk_size=None):
+        buf += chunk
+        lines = buf.split(b"\n")
+        buf = lines.pop()
+        for line in lines:
+            if line[:6] == b"data: ":
+                obj = loads(line[6:])
+                if obj["type"] == "content_block_delta" and obj["delta"].get("text"):
+                    n += 1
+    resp.close()
+    return n
+
+
+def naive_str_messages(session: requests.Session, url: str, model: str) -> int:
+    """The text loop for the Messages API: decode once to ``str``, ``str.split``, ``json.loads``."""
+    resp = _post_messages(session, url, model)
+    n = 0
+    buf = ""
+    loads = json.loads
+    for chunk in resp.iter_content(chunk_size=None):
+        buf += chunk.decode()
+        lines = buf.split("\n")
+        buf = lines.pop()
+        for line in lines:
+            if line[:6] == "data: ":
+                obj = loads(line[6:])
+                if obj["type"] == "content_block_delta" and obj["delta"].get("text"):
+                    n += 1
+    resp.close()
+    return n
+
+
+def lines_messages(session: requests.Session, url: str, model: str) -> int:
+    """``Response.iter_lines`` + ``json.loads`` for the Messages API."""
+    resp = _post_messages(session, url, model)
+    n = 0
+    for line in resp.iter_lines():
+        if line[:6] == b"data: ":
+            obj = json.loads(line[6:])
+            if obj["type"] == "content_block_delta" and obj["delta"].get("text"):
+                n += 1
+    resp.close()
+    return n
+
+
 def openai_stream(client: Any, model: str) -> int:
     """openai-python's streamed chat completion, counting content deltas."""
     n = 0
@@ -227,6 +291,13 @@ def contenders(clients: Clients, fmt: str, model: str) -> dict[str, Callable[[],
         }
         if clients.openai is not None:
             out["openai-python"] = lambda: openai_stream(clients.openai, model)
+    elif fmt == "messages":
+        out = {
+            "ollm_lite": lambda: ollm_stream(clients.messages, model),
+            "naive floor": lambda: naive_messages(session, url, model),
+            "naive str.split": lambda: naive_str_messages(session, url, model),
+            "requests iter_lines": lambda: lines_messages(session, url, model),
+        }
     else:
         out = {
             "ollm_lite": lambda: ollm_stream(clients.ndjson, model),
@@ -262,7 +333,7 @@ def throughput(report: Report, clients: Clients, settings: Settings) -> None:
     n = settings.chunks
     per_chunk: dict[tuple[str, str], dict[str, float]] = {}
     cpu_per_chunk: dict[tuple[str, str], dict[str, float]] = {}
-    for fmt in ("sse", "ndjson"):
+    for fmt in ("sse", "ndjson", "messages"):
         for mode in ("event", "bulk"):
             model = f"text-{mode}-{n}"
             bench = {
@@ -276,7 +347,7 @@ def throughput(report: Report, clients: Clients, settings: Settings) -> None:
             cpu_per_chunk[(fmt, mode)] = cpu_figures
             floor = min(figures[name] for name in NAIVE)
             cpu_floor = min(cpu_figures[name] for name in NAIVE)
-            label = f"{fmt.upper()} {'per-event' if mode == 'event' else 'bulk'}"
+            label = f"{_FORMATS[fmt]} {'per-event' if mode == 'event' else 'bulk'}"
             for name, us in figures.items():
                 report.add(
                     f"{label}: {name}",
@@ -293,7 +364,7 @@ def throughput(report: Report, clients: Clients, settings: Settings) -> None:
                 )
     for (fmt, mode), fig in cpu_per_chunk.items():
         floor_name = min(NAIVE, key=lambda k: fig[k])
-        label = f"{fmt.upper()} {'per-event' if mode == 'event' else 'bulk'}"
+        label = f"{_FORMATS[fmt]} {'per-event' if mode == 'event' else 'bulk'}"
         report.target(
             f"{label}: ollm_lite / fastest naive loop (client CPU)",
             fig["ollm_lite"] / fig[floor_name],

@@ -1,7 +1,8 @@
 """ollm_lite: a small, synchronous client for local and hosted LLM servers.
 
 One interface to Ollama, vLLM, OpenAI-compatible servers (LM Studio, llama.cpp, LocalAI,
-KoboldCpp) and Google Gemini: blocking generators for streaming, a ``threading.Event`` for
+KoboldCpp), Google Gemini and Anthropic's Messages API (Claude, and the local servers that
+speak it): blocking generators for streaming, a ``threading.Event`` for
 cancellation, dataclasses for data.
 
 Every public name is listed in ``__all__`` and resolved on first use (``_EXPORTS`` says from
@@ -80,6 +81,7 @@ _EXPORTS: dict[str, str] = {
     "OpenAICompatibleProvider": "providers.openai_compat",
     "VllmProvider": "providers.vllm",
     "GeminiProvider": "providers.gemini",
+    "AnthropicProvider": "providers.anthropic",
     "ScriptedProvider": "providers.scripted",
     "ScriptedTurn": "providers.scripted",
     # runtime
@@ -205,6 +207,9 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         McpAuth as McpAuth,
         McpServer as McpServer,
         mcp_tools as mcp_tools,
+    )
+    from .providers.anthropic import (
+        AnthropicProvider as AnthropicProvider,
     )
     from .providers.base import (
         ProviderAdapter as ProviderAdapter,

@@ -254,6 +254,7 @@ def default_registry(config: Config | None = None) -> ProviderRegistry:
     registry.register_factory("vllm", built_in.vllm)
     registry.register_factory("openai-compatible", built_in.openai_compatible())
     registry.register_factory("gemini", built_in.gemini)
+    registry.register_factory("anthropic", built_in.anthropic, aliases=["claude"])
     presets = {p: _once(built_in.openai_compatible(p)) for p in OPENAI_COMPATIBLE_PRESETS}
     for preset, factory in presets.items():
         registry.register_preset(preset, "openai-compatible", factory)
@@ -304,6 +305,11 @@ class _BuiltIns:
             ) from exc
         adapter: ProviderAdapter = module.GeminiProvider(**self.settings("gemini"))
         return adapter
+
+    def anthropic(self) -> ProviderAdapter:
+        from .providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(**self.settings("anthropic"))
 
     def openai_compatible(self, preset: str | None = None) -> Factory:
         """The factory of ``openai-compatible`` itself (``None``) or of one backend preset."""

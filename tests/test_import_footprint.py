@@ -30,6 +30,7 @@ NOT_FOR_A_CHAT = {
     "batches and fleets": ["ollm_lite.batch", "ollm_lite.fleet"],
     "other providers": [
         "ollm_lite.providers.gemini",
+        "ollm_lite.providers.anthropic",
         "ollm_lite.providers.openai_compat",
         "ollm_lite.providers.vllm",
         "ollm_lite.providers.scripted",

@@ -17,7 +17,8 @@ ProviderRequest Usage ErrorInfo ModelInfo PullProgress HealthStatus ProviderCapa
 ChatResult EmbeddingResult TextEvent ThinkingEvent ToolCallEvent FinishEvent ErrorEvent
 ProviderEvent ChatEvent ToolCallStartEvent ToolCallResultEvent TurnCompleteEvent WarningEvent
 ChatFinishEvent RunResult ProviderAdapter LocalProvider VllmProvider OpenAICompatibleProvider
-GeminiProvider ScriptedProvider iter_sse iter_ndjson SSEEvent ProviderRegistry default_registry
+GeminiProvider AnthropicProvider ScriptedProvider iter_sse iter_ndjson SSEEvent ProviderRegistry
+default_registry
 tool Tool ToolRegistry ChatClient Conversation TokenCounter ReActToolHandler OllmError
 ConnectionFailed RequestTimeout HTTPStatusError AuthenticationError RateLimited ModelNotFound
 BadResponse Cancelled ConfigError ProviderNotFound TokenLimitExceeded UnsupportedOperation
@@ -30,6 +31,7 @@ PROVIDER_NAMES = [
     "VllmProvider",
     "OpenAICompatibleProvider",
     "GeminiProvider",
+    "AnthropicProvider",
     "ScriptedProvider",
 ]
 

@@ -74,8 +74,9 @@ def test_aliases_resolve_first_and_unknown_names() -> None:
 
 def test_default_registry_names_aliases_and_default() -> None:
     registry = default_registry()
-    assert sorted(registry.list()) == ["gemini", "local", "openai-compatible", "vllm"]
+    assert sorted(registry.list()) == ["anthropic", "gemini", "local", "openai-compatible", "vllm"]
     assert registry.resolve("ollama") == "local"
+    assert registry.resolve("claude") == "anthropic"
     for preset in ("lmstudio", "localai", "kobold", "llamacpp"):
         assert registry.resolve(preset) == "openai-compatible"
     assert registry.default_name == "local"

@@ -121,7 +121,8 @@ def test_the_configurations_other_spellings_resolve_and_share_instances() -> Non
     assert registry.get("koboldcpp") is kobold and kobold.backend.name == "kobold"
     llamacpp: Any = registry.get("llama.cpp")
     assert registry.get("llamacpp") is llamacpp and llamacpp.backend.name == "llamacpp"
-    assert sorted(registry.list()) == ["gemini", "local", "openai-compatible", "vllm"]
+    assert registry.get("claude") is registry.get("anthropic")
+    assert sorted(registry.list()) == ["anthropic", "gemini", "local", "openai-compatible", "vllm"]
 
 
 def test_a_spelling_set_as_default_fetches_its_preset() -> None:

@@ -21,7 +21,7 @@ from ..types import (
     ToolCallEvent,
 )
 from ..types._event_fold import EventFold
-from ._records import tool_call_from_dict, usage_from_dict
+from ._records import blocks_from_list, tool_call_from_dict, usage_from_dict
 
 __all__ = ["answer_events", "answer_result"]
 
@@ -48,7 +48,8 @@ def answer_events(answer: dict[str, Any], *, spent: bool) -> list[ProviderEvent]
     finish = answer.get("finish")
     reason: Any = finish if finish in _REASONS else ("tool" if answer.get("tool_calls") else "stop")
     usage = usage_from_dict(answer.get("usage")) if spent else None
-    events.append(FinishEvent(reason, usage))
+    blocks = blocks_from_list(answer.get("provider_blocks"))
+    events.append(FinishEvent(reason, usage, provider_blocks=blocks))
     return events
 
 

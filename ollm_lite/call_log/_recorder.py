@@ -22,7 +22,6 @@ from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..client._run_call import Reply
 from ..http.secrets import Redactor
@@ -33,7 +32,7 @@ from ..types import (
 )
 from ..types._event_fold import add_usage
 from ._answers import answer_result
-from ._cache import cache_key, lookup
+from ._cache import cache_key, endpoint, lookup, servers
 from ._records import (
     dumps,
     message_dict,
@@ -43,7 +42,7 @@ from ._records import (
     usage_from_dict,
 )
 from ._usage import ESTIMATED, counted_usage
-from ._writer import MAX_BUSY, LogFile
+from ._writer import LogFile, LogWait
 
 if TYPE_CHECKING:
     from ..client._prepare import Call
@@ -65,17 +64,8 @@ def host_of(base_url: str | None) -> str | None:
     """``scheme://host:port`` of a base URL (a fleet's ``", "``-joined list: each one)."""
     if not base_url:
         return None
-    hosts = []
-    for url in base_url.split(", "):
-        try:
-            parts = urlsplit(url.strip())
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            continue
-        if parts.hostname:
-            name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-            hosts.append(f"{parts.scheme}://{name}:{port}")
-    return ", ".join(hosts) or None
+    found = (endpoint(url) for url in base_url.split(", "))
+    return ", ".join(e[0] for e in found if e is not None) or None
 
 
 def provider_secrets(provider: Any) -> list[str]:
@@ -150,7 +140,7 @@ class CallLogger:
         self.file = LogFile(self.path)
         self.provider_name = str(getattr(provider, "name", "") or "")
         self.host = host_of(_base_url(provider))
-        self.hosts = sorted((self.host or "").split(", "))
+        self.hosts = servers(_base_url(provider))  # the cache's identity: paths count
         self._secrets = [*provider_secrets(provider), *secrets]
         self._masker = Masker(self._secrets)
 
@@ -221,7 +211,7 @@ class Recorder:
         self.messages: list[dict[str, Any]] = []
         self.options: dict[str, Any] = {}
         secret: list[str] = []  # this call's own: its header values, its MCP servers' secrets
-        self.deadline: float | None = None
+        self.log_wait = LogWait()  # the call's look-ups and write share one allowance
         self.from_call = call is not None
         if call is not None:
             settings = call.settings
@@ -236,6 +226,20 @@ class Recorder:
         self.mask = logger.masker(self.secret)
         self._lock = threading.Lock()
         self.done = False
+
+    @property
+    def deadline(self) -> float | None:
+        """The call's deadline (``time.monotonic()``), which no wait for the log passes."""
+        return self.log_wait.deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self.log_wait.deadline = value
+
+    def lookup(self, key: str) -> dict[str, Any] | None:
+        """The logged answer to a turn of this identity (``None``: a miss, also when the log
+        cannot be read in the time the call has left for it)."""
+        return lookup(self.logger.file, key, self.log_wait)
 
     # ------------------------------------------------------------------ turns
 
@@ -267,7 +271,7 @@ class Recorder:
         key = record["key"]
         if key is None:
             return None
-        found = lookup(self.logger.file, key, self._budget())
+        found = self.lookup(key)
         if found is not None:
             record["answer"] = found
             record["cached"] = True
@@ -299,7 +303,7 @@ class Recorder:
 
             logging.getLogger("ollm_lite.call_log").debug("call not logged", exc_info=True)
             return False
-        return self.logger.file.write(row, turns, search, self._budget())
+        return self.logger.file.write(row, turns, search, self.log_wait)
 
     def drop_turn(self, record: dict[str, Any]) -> None:
         """Forget a turn whose request was never sent (a budget refused it, or its wait for
@@ -308,9 +312,9 @@ class Recorder:
             self.turns = [turn for turn in self.turns if turn is not record]
 
     def write_budget(self) -> float:
-        """Seconds a read or write of the log may wait for this call (its deadline's rest,
-        at most 5 s)."""
-        return self._budget()
+        """Seconds a read of the log may wait for this call: what its allowance (its
+        deadline's rest, at most 5 s for the whole call) has left."""
+        return self.log_wait.left()
 
     def _counted(self, reply: Reply) -> Reply:
         """``reply`` whose usage counts every turn the server answered without usage (by
@@ -339,11 +343,6 @@ class Recorder:
         if not estimated:
             return reply
         return replace(reply, usage=total)
-
-    def _budget(self) -> float:
-        if self.deadline is None:
-            return MAX_BUSY
-        return min(MAX_BUSY, self.deadline - time.monotonic())
 
     def _row(self, reply: Reply) -> tuple[dict[str, Any], list[tuple[Any, ...]], tuple[str, str]]:
         text_of, json_of = self.mask.text, self.mask.json

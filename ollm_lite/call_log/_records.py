@@ -11,13 +11,25 @@ import base64
 import binascii
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..types import ErrorInfo, ImagePart, Message, TextPart, ToolCall, ToolResult, Usage
+from ..types import (
+    ErrorInfo,
+    ImagePart,
+    Message,
+    ProviderBlock,
+    TextPart,
+    ToolCall,
+    ToolResult,
+    Usage,
+)
 
 __all__ = [
+    "blocks_from_list",
+    "blocks_to_list",
     "CallStats",
     "LoggedCall",
     "call_to_json",
@@ -206,6 +218,24 @@ def message_dict(message: Message) -> dict[str, Any]:
     if message.tool_calls:
         out["tool_calls"] = [tool_call_dict(c) for c in message.tool_calls]
     return out
+
+
+def blocks_to_list(blocks: Iterable[ProviderBlock]) -> list[dict[str, Any]]:
+    """A turn's provider blocks (thinking blocks, signatures) as JSON data."""
+    return [{"wire": b.wire, "data": b.data} for b in blocks]
+
+
+def blocks_from_list(data: Any) -> tuple[ProviderBlock, ...]:
+    """The provider blocks of :func:`blocks_to_list` (malformed entries are skipped)."""
+    if not isinstance(data, list):
+        return ()
+    return tuple(
+        ProviderBlock(b["wire"], b["data"])
+        for b in data
+        if isinstance(b, dict)
+        and isinstance(b.get("wire"), str)
+        and isinstance(b.get("data"), dict)
+    )
 
 
 def result_to_dict(result: ToolResult) -> dict[str, Any]:

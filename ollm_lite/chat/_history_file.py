@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from .._files import MiB, path_text, read_file, size_text, write_file
 from .._safe_text import exception_text, json_type, short_repr, type_name
 from ..errors import ConfigError
-from ..types import ImagePart, Message, Part, TextPart, ToolCall
+from ..types import ImagePart, Message, Part, ProviderBlock, TextPart, ToolCall
 
 __all__ = [
     "HISTORY_LIMIT",
@@ -134,6 +134,8 @@ def message_to_dict(message: Message) -> dict[str, Any]:
         out["tool_calls"] = [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
         ]
+    if message.provider_blocks:  # thinking blocks and signatures the server wants back
+        out["provider_blocks"] = [{"wire": b.wire, "data": b.data} for b in message.provider_blocks]
     return out
 
 
@@ -151,13 +153,24 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
         raise ValueError(f"unknown role {short_repr(role)}")
     parts = [_part_from_dict(part) for part in _list_field(data, "parts")]
     calls = [_call_from_dict(c) for c in _list_field(data, "tool_calls")]
+    blocks = tuple(_block_from_dict(b) for b in _list_field(data, "provider_blocks"))
     return Message(
         role,
         parts,
         name=optional_str(data, "name"),
         tool_call_id=optional_str(data, "tool_call_id"),
         tool_calls=calls,
+        provider_blocks=blocks,
     )
+
+
+def _block_from_dict(block: object) -> ProviderBlock:
+    if not isinstance(block, Mapping):
+        raise ValueError(f"a provider block must be an object, found {json_kind(block)}")
+    data = block.get("data")
+    if not isinstance(data, dict):
+        raise ValueError(f"a provider block's 'data' must be an object, found {json_kind(data)}")
+    return ProviderBlock(_required_str(block, "wire"), data)
 
 
 def _part_from_dict(part: object) -> Part:

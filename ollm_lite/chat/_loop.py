@@ -200,7 +200,7 @@ class ChatLoop:
             if isinstance(step, Retry):
                 self.history.extend(step.messages)
             elif isinstance(step, Answer):
-                self.history.append(assistant_message(step.text))
+                self.history.append(assistant_message(step.text, (), turn.provider_blocks))
             else:
                 after = yield from self._act(strategy, turn, step)
                 if after == "cancelled":

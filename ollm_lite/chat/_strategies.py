@@ -26,6 +26,7 @@ from ..types import (
     ChatEvent,
     ErrorInfo,
     Message,
+    ProviderBlock,
     ProviderRequest,
     TextEvent,
     TextPart,
@@ -63,6 +64,8 @@ class Turn:
         finish_reason: The provider's reason (``stop``, ``tool``, ``length`` …), or ``None``
             when the turn ended in an error.
         usage: Token usage the provider reported for this turn.
+        provider_blocks: What the server needs back with this turn (thinking blocks,
+            thought signatures), from its ``FinishEvent``.
     """
 
     number: int
@@ -72,6 +75,7 @@ class Turn:
     results: list[ToolResult] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage | None = None
+    provider_blocks: tuple[ProviderBlock, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +156,7 @@ class NativeTools:
             )
             return Answer(turn.text, (warning,) if cut else ())
         calls = unique_ids(turn.tool_calls, turn.number)
-        return Calls(calls, assistant_message(turn.text, calls))
+        return Calls(calls, assistant_message(turn.text, calls, turn.provider_blocks))
 
     def observations(self, calls: list[ToolCall], results: list[ToolResult]) -> list[Message]:
         return [Message.tool(result, call) for call, result in zip(calls, results, strict=True)]
@@ -234,9 +238,14 @@ def choose_strategy(
     return ReActTools(schemas) if known is False else NativeTools(schemas)
 
 
-def assistant_message(text: str, tool_calls: Iterable[ToolCall] = ()) -> Message:
-    """An assistant message that always has a part (an empty text beside tool calls)."""
-    return Message("assistant", [TextPart(text)], tool_calls=list(tool_calls))
+def assistant_message(
+    text: str, tool_calls: Iterable[ToolCall] = (), blocks: tuple[ProviderBlock, ...] = ()
+) -> Message:
+    """An assistant message that always has a part (an empty text beside tool calls), with
+    the ``blocks`` the server needs back with it."""
+    return Message(
+        "assistant", [TextPart(text)], tool_calls=list(tool_calls), provider_blocks=blocks
+    )
 
 
 def unique_ids(calls: list[ToolCall], turn: int) -> list[ToolCall]:

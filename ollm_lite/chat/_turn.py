@@ -60,6 +60,7 @@ def read_turn(
             elif isinstance(event, FinishEvent):
                 turn.usage = event.usage
                 turn.finish_reason = event.reason
+                turn.provider_blocks = event.provider_blocks
                 ending = "cancelled" if event.reason == "cancelled" else None
                 break
             elif isinstance(event, ErrorEvent):

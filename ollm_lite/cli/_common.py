@@ -129,8 +129,8 @@ def global_flags() -> argparse.ArgumentParser:
         "--provider",
         type=provider_name,
         default=argparse.SUPPRESS,
-        help="provider: local (Ollama, default), vllm, openai-compatible, gemini, or an alias "
-        "(ollama, lmstudio, localai, kobold, llamacpp)",
+        help="provider: local (Ollama, default), vllm, openai-compatible, gemini, anthropic, "
+        "or an alias (ollama, lmstudio, localai, kobold, llamacpp, claude)",
     )
     add(
         "--host",

@@ -156,7 +156,11 @@ def _timeout(value: Any) -> float | None:
 def _think(value: Any) -> Think | None:
     if value is None or isinstance(value, bool) or (isinstance(value, str) and value):
         return value
-    raise ConfigError(f"think must be True, False or an effort level like 'high', not {value!r}")
+    if isinstance(value, int) and value > 0:  # a thinking budget in tokens (Messages API)
+        return value
+    raise ConfigError(
+        f"think must be True, False, an effort level like 'high' or a token budget, not {value!r}"
+    )
 
 
 def _keep_alive(value: Any) -> str | float | None:

@@ -122,6 +122,8 @@ ENV_VARS: dict[str, str] = {
     "OPENAI_COMPATIBLE_API_KEY": "providers.openai-compatible.api_key",
     "GEMINI_API_KEY": "providers.gemini.api_key",
     "GOOGLE_API_KEY": "providers.gemini.api_key",
+    "ANTHROPIC_BASE_URL": "providers.anthropic.base_url",
+    "ANTHROPIC_API_KEY": "providers.anthropic.api_key",
 }
 
 
@@ -494,7 +496,8 @@ def validate_config(config: Config) -> list[ConfigIssue]:
     string, ``backend`` is a known backend and only set for ``openai-compatible``,
     ``timeout`` is a positive number, context limits are positive integers, no unknown keys,
     no malformed ``${...}`` references; ``[options]`` holds only generation options with
-    values the script API accepts; and Gemini, when selected, has an API key.
+    values the script API accepts; and Gemini, when selected, has an API key (not
+    ``anthropic``: the local servers that speak the Messages API need none).
 
     A field already reported while loading (a malformed reference keeps the value as
     written) gets no second issue for that unexpanded value.

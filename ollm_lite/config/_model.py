@@ -17,7 +17,7 @@ from ._mcp_servers import McpServerConfig
 from ._secrets import config_secrets, mask_secrets, secret_strings
 
 #: The provider enum, in display order.
-PROVIDERS: tuple[str, ...] = ("local", "vllm", "openai-compatible", "gemini")
+PROVIDERS: tuple[str, ...] = ("local", "vllm", "openai-compatible", "gemini", "anthropic")
 
 #: ``openai-compatible`` backends (``backend =``), from the one backend table.
 BACKENDS: tuple[str, ...] = OPENAI_COMPATIBLE_BACKENDS
@@ -34,6 +34,7 @@ PROVIDER_ALIASES: dict[str, tuple[str, str | None]] = {
         for alias in (name, *BACKEND_TABLE[name].aliases)
     },
     "google": ("gemini", None),
+    "claude": ("anthropic", None),
 }
 
 

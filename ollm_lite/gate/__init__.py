@@ -336,6 +336,8 @@ class GatedCall:
                 elif isinstance(event, FinishEvent):
                     answer["finish"] = event.reason
                     answer["usage"] = _usage_dict(event)
+                    if event.provider_blocks:  # thinking blocks, signatures: replayed as sent
+                        answer["provider_blocks"] = _blocks(event)
                 elif isinstance(event, ErrorEvent):
                     answer["finish"] = "error"
                     answer["error"] = {"code": event.error.code, "message": event.error.message}
@@ -454,6 +456,12 @@ def _usage_dict(event: FinishEvent) -> dict[str, Any] | None:
     from ..call_log._records import usage_dict
 
     return usage_dict(event.usage)
+
+
+def _blocks(event: FinishEvent) -> list[dict[str, Any]]:
+    from ..call_log._records import blocks_to_list
+
+    return blocks_to_list(event.provider_blocks)
 
 
 def _result_answer(result: ChatResult) -> dict[str, Any]:

@@ -237,7 +237,7 @@ class LogTotals:
         if db is None:
             with self.file.connection(budget):  # creates and migrates the file as writes do
                 pass
-            db = open_connection(self.file.path, budget, shared=True)
+            db = open_connection(self.file.path, budget, shared=True, writing=False)
             self._db, self._opened, self._checked = (
                 db,
                 (os.getpid(), _identity(self.file.path)),

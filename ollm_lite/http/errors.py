@@ -29,6 +29,10 @@ __all__ = ["error_for_status", "parse_retry_after"]
 
 #: Google's ``error.status`` names for a key that is missing, invalid or not allowed.
 _GOOGLE_AUTH_STATUSES = frozenset({"UNAUTHENTICATED", "PERMISSION_DENIED"})
+#: Anthropic's ``error.type`` names for a bad key and for a key without the permission.
+_ANTHROPIC_AUTH_TYPES = frozenset({"authentication_error", "permission_error"})
+#: Anthropic's ``error.type`` names of an answer to try again later.
+_ANTHROPIC_LATER_TYPES = frozenset({"rate_limit_error", "overloaded_error"})
 
 
 def parse_retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
@@ -131,9 +135,11 @@ def error_for_status(
 ) -> OllmError:
     """The one mapping from an HTTP error answer to an exception.
 
-    401/403 (and Gemini's ``API_KEY_INVALID``) → ``AuthenticationError``; 404 →
+    401/403 (and Gemini's ``API_KEY_INVALID``, Anthropic's ``authentication_error`` and
+    ``permission_error``) → ``AuthenticationError``; 404 →
     ``ModelNotFound`` when ``not_found == "model"`` (or Google says ``NOT_FOUND``), else
-    ``HTTPStatusError``; 429 → ``RateLimited`` with ``retry_after``; 408/504 →
+    ``HTTPStatusError``; 429, and Anthropic's 529 ``overloaded_error``, → ``RateLimited`` with
+    ``retry_after``; 408/504 →
     ``RequestTimeout``; anything else → ``HTTPStatusError``. ``details`` holds ``status``,
     ``url``, the server's own ``server_message`` (masked, at most 1000 characters), a
     401/403's ``WWW-Authenticate`` challenge (``www_authenticate``), its
@@ -166,7 +172,7 @@ def error_for_status(
             status=status,
             **kw,
         )
-    if status == 429 or google_status == "RESOURCE_EXHAUSTED":
+    if status in (429, 529) or google_status == "RESOURCE_EXHAUSTED" or _overloaded(facts):
         details["retry_after"] = retry_after
         return RateLimited(
             f"{where} is rate limiting requests (HTTP {status}){server_says}",
@@ -191,12 +197,20 @@ def _google_status(facts: Mapping[str, Any]) -> str | None:
 
 
 def _is_auth_failure(status: int, facts: Mapping[str, Any]) -> bool:
-    """401/403, or Google's words for a missing, bad or unauthorised key (any status)."""
+    """401/403, or Google's or Anthropic's words for a missing, bad or unauthorised key (any
+    status)."""
     return (
         status in (401, 403)
         or facts.get("reason") == "API_KEY_INVALID"
         or _google_status(facts) in _GOOGLE_AUTH_STATUSES
+        or facts.get("type") in _ANTHROPIC_AUTH_TYPES
     )
+
+
+def _overloaded(facts: Mapping[str, Any]) -> bool:
+    """Anthropic's error types for "come back later" (https://platform.claude.com/docs/en/api/errors):
+    ``rate_limit_error`` (429) and ``overloaded_error`` (529), whatever status carried them."""
+    return facts.get("type") in _ANTHROPIC_LATER_TYPES
 
 
 def _retry_after(headers: Mapping[str, str], facts: Mapping[str, Any]) -> float | None:

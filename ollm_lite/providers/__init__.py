@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 #: Public name → the module (in this package) that defines it.
 _EXPORTS: dict[str, str] = {
+    "AnthropicProvider": "anthropic",
     "ProviderAdapter": "base",
     "LocalProvider": "ollama",
     "OpenAICompatibleProvider": "openai_compat",
@@ -37,6 +38,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from .anthropic import AnthropicProvider as AnthropicProvider
     from .base import ProviderAdapter as ProviderAdapter
     from .gemini import GeminiProvider as GeminiProvider
     from .ollama import LocalProvider as LocalProvider

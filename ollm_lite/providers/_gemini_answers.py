@@ -19,6 +19,7 @@ from ..types import (
     FinishEvent,
     FinishReason,
     ModelInfo,
+    ProviderBlock,
     ProviderEvent,
     TextEvent,
     ThinkingEvent,
@@ -414,9 +415,15 @@ class ChatStreamState:
                     {"finish_reason": self._finish},
                 )
             )
+        # The signatures travel with the turn (on its assistant Message), so that they
+        # survive a saved session and a new client.
+        blocks = tuple(
+            ProviderBlock("gemini", {"id": call_id, "thoughtSignature": signature})
+            for call_id, signature in self.signatures.items()
+        )
         if self._calls and self._finish == "STOP":
-            return FinishEvent("tool", self.usage)
-        return FinishEvent(_FINISH.get(self._finish, "stop"), self.usage)
+            return FinishEvent("tool", self.usage, provider_blocks=blocks)
+        return FinishEvent(_FINISH.get(self._finish, "stop"), self.usage, provider_blocks=blocks)
 
 
 def _usage(meta: dict[str, Any]) -> Usage:

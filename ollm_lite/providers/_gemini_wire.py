@@ -121,12 +121,27 @@ def _response_object(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"result": value}
 
 
+def _own_signatures(message: Message) -> dict[str, str]:
+    """``{call id: thoughtSignature}`` from the Gemini provider blocks of ``message``."""
+    out: dict[str, str] = {}
+    for block in message.provider_blocks:
+        if block.wire != "gemini":
+            continue
+        call_id, signature = block.data.get("id"), block.data.get("thoughtSignature")
+        if isinstance(call_id, str) and isinstance(signature, str) and signature:
+            out[call_id] = signature
+    return out
+
+
 def contents_from_messages(
     messages: list[Message], signatures: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
     """Messages as Gemini ``contents`` (system messages are left to ``systemInstruction``).
 
-    Consecutive tool results are merged into one ``user`` turn, as Gemini expects.
+    Consecutive tool results are merged into one ``user`` turn, as Gemini expects. A call's
+    ``thoughtSignature`` comes from its message's Gemini provider blocks, else from
+    ``signatures`` (what a provider remembers of the calls it returned by ``chat()``, for
+    histories built by hand from a ``ChatResult``, which has no room for them).
     """
     signatures = signatures or {}
     contents: list[dict[str, Any]] = []
@@ -155,12 +170,13 @@ def contents_from_messages(
                     parts.append({"text": item.text})
             elif isinstance(item, ImagePart):
                 parts.append({"inlineData": {"mimeType": item.mime_type, "data": item.data}})
+        own = _own_signatures(message)
         for call in message.tool_calls:
             fc: dict[str, Any] = {"name": call.name, "args": call.args}
             if call.id and not is_generated_id(call.id):
                 fc["id"] = call.id
             call_part: dict[str, Any] = {"functionCall": fc}
-            signature = signatures.get(call.id)
+            signature = own.get(call.id) or signatures.get(call.id)
             if signature:
                 call_part["thoughtSignature"] = signature
             parts.append(call_part)

@@ -355,6 +355,10 @@ def chat_body(
     if fmt is not None:
         body["format"] = fmt
     if request.think is not None:
+        if not isinstance(request.think, bool | str):  # Ollama has levels, not token budgets
+            raise ConfigError(
+                f"think must be true, false or an effort level, not {request.think!r}"
+            )
         body["think"] = request.think
     if request.keep_alive is not None:
         body["keep_alive"] = request.keep_alive

@@ -2,8 +2,11 @@
 
 Streams ``models/{model}:streamGenerateContent?alt=sse``; the key goes in the
 ``x-goog-api-key`` header only (never the URL, so it cannot reach a log or an error). Function
-calls become the common :class:`~ollm_lite.types.ToolCall`; their ``thoughtSignature`` is kept
-per provider instance and sent back with the call in the next request, as Gemini 3 requires.
+calls become the common :class:`~ollm_lite.types.ToolCall`; their ``thoughtSignature`` comes
+back on the ``FinishEvent`` (``provider_blocks``), rides on the turn's assistant ``Message`` and
+is sent back with the call in the next request, as Gemini 3 requires: it survives a saved
+session and a new client. The provider also remembers the signatures of the calls it returned,
+for histories built by hand from a ``ChatResult`` (which has no room for them).
 A call without an ``id`` gets ``call_<n>`` from one counter per provider instance, so ids (and
 the signatures keyed by them) never collide across turns, even with chats sharing a provider.
 

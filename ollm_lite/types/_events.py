@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias
 
-from ._messages import ErrorInfo, ToolCall, ToolResult
+from ._messages import ErrorInfo, ProviderBlock, ToolCall, ToolResult
 from ._requests import Usage
 
 __all__ = [
@@ -78,6 +78,13 @@ class FinishEvent:
     """Why the model stopped: ``tool`` means calls for the caller to run."""
     usage: Usage | None = None
     """The request's token counts, when the backend reported them."""
+    provider_blocks: tuple[ProviderBlock, ...] = field(
+        default=(), compare=False, repr=False, kw_only=True
+    )
+    """What the server needs back with this turn when it is sent again (Anthropic's thinking
+    blocks, Gemini's thought signatures): the chat runtime puts them on the turn's assistant
+    :class:`~ollm_lite.types.Message`. Not part of the event's value: equality and ``repr``
+    ignore it."""
     type: ClassVar[Literal["finish"]] = "finish"
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "ImagePart",
     "Message",
     "Part",
+    "ProviderBlock",
     "Role",
     "TextPart",
     "ToolCall",
@@ -90,6 +91,24 @@ def parse_tool_arguments(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderBlock:
+    """A piece of an assistant turn that only the wire which produced it reads, kept as the
+    server sent it so that it goes back unchanged when the turn is part of a later request.
+
+    Anthropic's Messages API requires the ``thinking`` blocks of an assistant turn, with their
+    ``signature``, and its ``redacted_thinking`` blocks to come back untouched
+    (https://platform.claude.com/docs/en/build-with-claude/extended-thinking); Gemini requires
+    a function call's ``thoughtSignature`` back with the call
+    (https://ai.google.dev/gemini-api/docs/thought-signatures). Every other wire ignores them.
+    """
+
+    wire: str
+    """The wire that made the block and reads it back: ``"anthropic"`` or ``"gemini"``."""
+    data: dict[str, Any]
+    """The block as JSON data, opaque to everything but that wire."""
+
+
 @dataclass(slots=True)
 class Message:
     """One message of a conversation in the library's internal format."""
@@ -102,6 +121,9 @@ class Message:
     """For ``tool`` messages: the id of the call this message answers."""
     tool_calls: list[ToolCall] = field(default_factory=list)
     """For ``assistant`` messages: the tool calls the model made in this turn."""
+    provider_blocks: tuple[ProviderBlock, ...] = ()
+    """For ``assistant`` messages: what the server needs back with this turn (thinking
+    blocks and their signatures, thought signatures), in the order it sent them."""
 
     def __post_init__(self) -> None:
         if self.role not in _ROLES:

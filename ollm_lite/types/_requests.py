@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 ToolChoice: TypeAlias = Literal["auto", "none", "required"] | dict[str, str]
-Think: TypeAlias = bool | str
+Think: TypeAlias = bool | str | int
 
 
 # --------------------------------------------------------------------------- requests
@@ -72,8 +72,10 @@ class ProviderRequest:
     timeout: float | None = None
     """Total deadline for this request in seconds (``None``: the provider's default)."""
     think: Think | None = None
-    """Reasoning switch: ``True``/``False``, or an effort level (``"low"``, ``"medium"``,
-    ``"high"``); ``None`` leaves the server's default. Each wire sends it its own way."""
+    """Reasoning switch: ``True``/``False``, an effort level (``"low"``, ``"medium"``,
+    ``"high"``) or a budget in tokens (the Messages API's ``budget_tokens``); ``None`` leaves
+    the server's default. Each wire sends it its own way (a wire without budgets refuses an
+    ``int`` with ``CONFIG_INVALID``)."""
     keep_alive: str | float | None = None
     """How long the server keeps the model loaded after this request (Ollama ``"5m"`` or
     seconds); servers that do not unload models ignore it."""

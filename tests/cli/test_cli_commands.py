@@ -225,6 +225,16 @@ def test_config_show_redacts_keys_and_names_origins(tmp_path: Path) -> None:
     assert data["provider"] == "local"
 
 
+def test_config_show_masks_the_anthropic_key(tmp_path: Path) -> None:
+    env = cli_env(tmp_path, ANTHROPIC_API_KEY="sk-ant-env-secret")
+    out = run(tmp_path, "--provider", "claude", "config", "show", "--json", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "sk-ant-env-secret" not in out.stdout + out.stderr
+    data = json.loads(out.stdout)
+    assert data["provider"] == "anthropic"
+    assert data["providers"]["anthropic"] == {"api_key": "***"}
+
+
 def test_config_show_lists_the_options_table(tmp_path: Path) -> None:
     config = tmp_path / "c.toml"
     config.write_text('[options]\nmax_tokens = 512\nstop = ["END"]\n')
@@ -249,8 +259,9 @@ def test_config_validate(tmp_path: Path) -> None:
         "  providers.openai-compatible.port: unknown key 'port': expected one of base_url, "
         "api_key, backend, timeout",
         "  provider: unknown provider 'olama': expected one of local, vllm, openai-compatible, "
-        "gemini (aliases: ollama, openai_compatible, openai-compat, lmstudio, localai, kobold, "
-        "koboldcpp, llamacpp, llama.cpp, google); did you mean 'ollama'?",
+        "gemini, anthropic (aliases: ollama, openai_compatible, openai-compat, lmstudio, "
+        "localai, kobold, koboldcpp, llamacpp, llama.cpp, google, claude); did you mean "
+        "'ollama'?",
         "  providers.openai-compatible.backend: unknown backend 'x': expected one of lmstudio, "
         "localai, kobold, llamacpp, generic",
     ]

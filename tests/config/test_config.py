@@ -572,6 +572,33 @@ def test_gemini_selected_without_key() -> None:
     assert validate_config(config) == []
 
 
+def test_anthropic_from_the_environment() -> None:
+    """ANTHROPIC_BASE_URL / ANTHROPIC_API_KEY set [providers.anthropic]; ``claude`` selects it;
+    no key is required (the local servers that speak the Messages API need none)."""
+    env = {"HOME": "/n", "OLLM_PROVIDER": "claude", "ANTHROPIC_API_KEY": " sk-ant-x\n"}
+    config = load_config(env=env)
+    assert config.provider == "anthropic"
+    assert config.providers["anthropic"] == ProviderConfig(api_key="sk-ant-x")
+    assert config.origins["providers.anthropic.api_key"] == "env ANTHROPIC_API_KEY"
+    assert validate_config(config) == []
+    local = load_config(
+        env={
+            "HOME": "/n",
+            "OLLM_PROVIDER": "anthropic",
+            "ANTHROPIC_BASE_URL": "http://127.0.0.1:8080",
+        }
+    )
+    assert local.providers["anthropic"].base_url == "http://127.0.0.1:8080"
+    assert validate_config(local) == []
+    bad = load_config(
+        env={"HOME": "/n"}, overrides={"providers": {"anthropic": {"base_url": "ftp://x"}}}
+    )
+    assert paths(validate_config(bad)) == ["providers.anthropic.base_url"]
+    assert (
+        env_default("anthropic", "base_url", {"ANTHROPIC_BASE_URL": "http://h:1"}) == "http://h:1"
+    )
+
+
 # --------------------------------------------------------------------------- secrets
 
 

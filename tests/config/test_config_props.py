@@ -131,6 +131,7 @@ def test_host_flag_beats_every_layer_for_the_selected_provider(
         "vllm": "VLLM_HOST",
         "openai-compatible": "OPENAI_COMPATIBLE_HOST",
         "gemini": None,
+        "anthropic": "ANTHROPIC_BASE_URL",
     }[provider]
     file_text = ""
     env: dict[str, str] = {}

@@ -24,6 +24,7 @@ from responses import matchers
 from ollm_lite.config import load_config, validate_config
 from ollm_lite.errors import ConfigError
 from ollm_lite.http.transport import Transport
+from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.providers.base import BaseProvider
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
@@ -43,6 +44,7 @@ MAKERS: dict[str, Callable[[str], BaseProvider]] = {
     "vllm": lambda key: VllmProvider(base_url=URL, api_key=key),
     "lmstudio": lambda key: OpenAICompatibleProvider(base_url=URL, backend="lmstudio", api_key=key),
     "gemini": lambda key: GeminiProvider(base_url=URL, api_key=key),
+    "anthropic": lambda key: AnthropicProvider(base_url=URL, api_key=key),
 }
 
 
@@ -113,6 +115,7 @@ def test_the_transport_accepts_only_keys_requests_can_send(key: str) -> None:
             SECRET,
         ),
         ("GEMINI_API_KEY", lambda: GeminiProvider(base_url=URL), "x-goog-api-key", SECRET),
+        ("ANTHROPIC_API_KEY", lambda: AnthropicProvider(base_url=URL), "x-api-key", SECRET),
     ],
 )
 def test_a_key_from_the_environment_is_stripped(

@@ -3,8 +3,9 @@
 ``feed(item)`` returns only non-terminal events; once ``terminal`` is set nothing more needs
 to be read; ``end()`` returns the remaining events with exactly one ``FinishEvent`` or
 ``ErrorEvent``, last, and leaves it in ``terminal``. Checked for the Ollama (NDJSON objects),
-OpenAI (SSE events) and Gemini (SSE data) wires over arbitrary item sequences, well-formed
-or not, whether the read stops at ``terminal`` or runs to the end of the body.
+OpenAI (SSE events), Gemini (SSE data) and Messages API (SSE data) wires over arbitrary item
+sequences, well-formed or not, whether the read stops at ``terminal`` or runs to the end of the
+body.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from hypothesis import given, settings, strategies as st
 from support.strategies import arg_objects, json_values, names
 
-from ollm_lite.providers import _gemini_wire, _ollama_wire, _openai_wire
+from ollm_lite.providers import _anthropic_answers, _gemini_wire, _ollama_wire, _openai_wire
 from ollm_lite.streams import SSEEvent
 from ollm_lite.types import ErrorEvent, FinishEvent
 
@@ -92,7 +93,53 @@ gemini_items = st.one_of(
     texts,
 )  # fmt: skip
 
+
+def _block(index: int, kind: str) -> dict[str, object]:
+    content: dict[str, object] = {"type": kind}
+    if kind in ("text", "thinking"):
+        content[kind] = ""
+    if kind == "tool_use":
+        content.update({"id": "toolu_1", "name": "f", "input": {}})
+    return {"type": "content_block_start", "index": index, "content_block": content}
+
+
+indexes = st.integers(0, 2)
+messages_items = st.one_of(
+    st.builds(
+        lambda i, k: json.dumps(_block(i, k)),
+        indexes,
+        st.sampled_from(["text", "thinking", "tool_use", "x"]),
+    ),
+    st.builds(
+        lambda i, d: json.dumps({"type": "content_block_delta", "index": i, "delta": d}),
+        indexes,
+        st.one_of(
+            st.builds(lambda t: {"type": "text_delta", "text": t}, texts),
+            st.builds(lambda t: {"type": "thinking_delta", "thinking": t}, texts),
+            st.builds(lambda t: {"type": "signature_delta", "signature": t}, texts),
+            st.builds(lambda t: {"type": "input_json_delta", "partial_json": t}, texts),
+        ),
+    ),
+    st.builds(lambda i: json.dumps({"type": "content_block_stop", "index": i}), indexes),
+    st.builds(
+        lambda r: json.dumps(
+            {"type": "message_delta", "delta": {"stop_reason": r}, "usage": {"output_tokens": 3}}
+        ),
+        st.sampled_from(["end_turn", "tool_use", "max_tokens", None]),
+    ),
+    st.just(json.dumps({"type": "message_stop"})),
+    st.builds(
+        lambda m: json.dumps(
+            {"type": "error", "error": {"type": "overloaded_error", "message": m}}
+        ),
+        texts,
+    ),
+    st.builds(json.dumps, json_values),
+    texts,
+)
+
 WIRES: dict[str, tuple[Callable[[], Any], Any]] = {
+    "messages": (lambda: _anthropic_answers.ChatStreamState(), messages_items),
     "ollama": (lambda: _ollama_wire.ChatStreamState(model="m"), ollama_items),
     "openai": (lambda: _openai_wire.ChatStreamState(model="m"), openai_items),
     "gemini": (lambda: _gemini_wire.ChatStreamState(), gemini_items),
