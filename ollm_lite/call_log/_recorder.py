@@ -10,9 +10,7 @@ the row and commits it before the call returns. Nothing is written on the stream
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import secrets
 import sys
 import threading
@@ -24,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..client._run_call import Reply
-from ..http.secrets import Redactor
 from ..types import (
     GenerationOptions,
     ProviderRequest,
@@ -33,8 +30,8 @@ from ..types import (
 from ..types._event_fold import add_usage
 from ._answers import answer_result
 from ._cache import cache_key, endpoint, lookup, servers
+from ._masking import Masker, call_secrets, provider_secrets
 from ._records import (
-    dumps,
     message_dict,
     result_to_dict,
     tool_call_dict,
@@ -49,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
 
-_USERINFO = re.compile(r'(?<=://)[^/@\s"\\]+@')
 #: Turn endings a cache may answer from (not an error, not a cancel).
 _GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
 
@@ -66,33 +62,6 @@ def host_of(base_url: str | None) -> str | None:
         return None
     found = (endpoint(url) for url in base_url.split(", "))
     return ", ".join(e[0] for e in found if e is not None) or None
-
-
-def provider_secrets(provider: Any) -> list[str]:
-    """The secrets a provider's transports mask (API keys, custom auth header values)."""
-    found: list[str] = []
-    members = getattr(provider, "providers", None)
-    for member in members if isinstance(members, list) else [provider]:
-        redact = getattr(getattr(member, "_transport", None), "redact", None)
-        found.extend(getattr(redact, "secrets", ()))
-        key = getattr(member, "api_key", None)
-        if isinstance(key, str):
-            found.append(key)
-    return found
-
-
-def tool_secrets(tools: Any) -> list[str]:
-    """The secrets of the MCP servers whose tools ``tools`` (a registry) holds: ``env`` and
-    ``headers`` values, URL credentials (a server built in code, not only a configured one)."""
-    found: list[str] = []
-    for item in tools or ():
-        server = getattr(getattr(item, "runner", None), "server", None)
-        if server is not None:
-            from ..mcp.server import McpServer  # only a call with remote tools gets here
-
-            if isinstance(server, McpServer):
-                found.extend(server._secret_values)
-    return found
 
 
 def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
@@ -143,6 +112,11 @@ class CallLogger:
         self.hosts = servers(_base_url(provider))  # the cache's identity: paths count
         self._secrets = [*provider_secrets(provider), *secrets]
         self._masker = Masker(self._secrets)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The connection's values never to store (for a saved session's masking)."""
+        return tuple(self._secrets)
 
     def __repr__(self) -> str:
         return f"CallLogger(path={str(self.path)!r}, cache={self.cache})"
@@ -210,19 +184,19 @@ class Recorder:
         self.turns: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
         self.options: dict[str, Any] = {}
-        secret: list[str] = []  # this call's own: its header values, its MCP servers' secrets
+        secret: list[str] = []  # this call's own and its history's (masking.call_secrets)
         self.log_wait = LogWait()  # the call's look-ups and write share one allowance
         self.from_call = call is not None
         if call is not None:
             settings = call.settings
-            secret = [*settings.headers.values(), *tool_secrets(call.loop.get("tools"))]
+            secret = call_secrets(call)
             history = [*call.history, call.prompt]
             self.messages = _with_system(
                 call.loop.get("system_prompt"), [message_dict(m) for m in history]
             )
             self.options = _options(call)
             self.deadline = settings.deadline
-        self.secret = [v for v in secret if isinstance(v, str)]
+        self.secret = list(secret)
         self.mask = logger.masker(self.secret)
         self._lock = threading.Lock()
         self.done = False
@@ -376,7 +350,7 @@ class Recorder:
             "error_message": text_of(str(getattr(error, "message", error)))
             if error is not None
             else None,
-            "usage": dumps(usage_dict(usage)) if usage is not None else None,
+            "usage": json_of(usage_dict(usage)) if usage is not None else None,
             "prompt_tokens": usage.prompt_tokens if usage is not None else None,
             "completion_tokens": usage.completion_tokens if usage is not None else None,
             "cached": int(cached),
@@ -402,28 +376,8 @@ class Recorder:
                     int(turn["cached"]),
                 )
             )
-        prompt = text_of("\n".join(_texts(self.messages)))
+        prompt = "\n".join(map(text_of, _texts(self.messages)))
         return row, turns, (prompt, text)
-
-
-class Masker:
-    """Masks the secrets and URL user-info in text and in JSON text, with the library's one
-    redactor (a secret is also masked in its JSON-escaped form)."""
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        escaped = [json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets]
-        self.redact = Redactor([*secrets, *escaped])
-
-    def text(self, value: str) -> str:
-        """``value`` masked."""
-        if "@" in value:
-            value = _USERINFO.sub("***@", value)
-        return self.redact(value)
-
-    def json(self, value: Any) -> str:
-        """``value`` as compact JSON text, masked (a quote never starts or ends a match, so
-        the JSON stays valid)."""
-        return self.text(dumps(value))
 
 
 def _with_system(system: str | None, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

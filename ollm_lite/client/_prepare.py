@@ -54,6 +54,9 @@ class Call:
     """What the call log records it as: ``ask``, ``stream``, ``run``, ``events`` or ``map``."""
     session_id: str | None = None
     """The :class:`~ollm_lite.Session` the call continues, if any."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Secrets earlier calls left in :attr:`history` (a ``Session``'s header values and MCP
+    secrets): the call log masks them in this call's record too."""
 
 
 def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:
