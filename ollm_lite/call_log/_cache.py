@@ -16,19 +16,16 @@ import hashlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from ..types import FinishEvent, ProviderEvent, TextEvent, ThinkingEvent, ToolCallEvent
-from ._records import blocks_from_list, tool_call_from_dict
 from ._rows import answer_of, loads
 from ._schema import NewerSchema
 
 if TYPE_CHECKING:
     from ._writer import LogFile, LogWait
 
-__all__ = ["cache_key", "cached_events", "endpoint", "lookup", "servers"]
+__all__ = ["cache_key", "endpoint", "lookup", "servers"]
 
 logger = logging.getLogger("ollm_lite.call_log")
 
@@ -103,15 +100,3 @@ def lookup(file: LogFile, key: str, wait: LogWait) -> dict[str, Any] | None:
         logger.debug("cache entry in %s cannot be read: a miss", file.path)
         return None
     return {name: answer[name] for name in _SERVED if name in answer}
-
-
-def cached_events(answer: dict[str, Any]) -> Iterator[ProviderEvent]:
-    """A logged answer as the provider events it stands for (no usage: nothing was spent)."""
-    if answer.get("thinking"):
-        yield ThinkingEvent(str(answer["thinking"]))
-    if answer.get("text"):
-        yield TextEvent(str(answer["text"]))
-    for call in answer.get("tool_calls") or ():
-        yield ToolCallEvent(tool_call_from_dict(call))
-    blocks = blocks_from_list(answer.get("provider_blocks"))
-    yield FinishEvent(answer.get("finish") or "stop", None, provider_blocks=blocks)

@@ -240,6 +240,11 @@ class CallLog:
         except sqlite3.Error as exc:
             raise ConfigError(f"the call log {self.path} cannot be read: {exc}") from exc
 
+    def _has_cost(self) -> bool:
+        """Whether the file keeps costs (a read-only log older than them does not)."""
+        rows = self._query("SELECT name FROM pragma_table_info('calls') WHERE name = 'cost'")
+        return bool(rows)
+
     # ------------------------------------------------------------------ queries
 
     def calls(
@@ -378,6 +383,7 @@ class CallLog:
             session_id=fields.text("session_id", nullable=True),
             custom_id=fields.text("custom_id", nullable=True),
             turns=turns,
+            cost=fields.number("cost", nullable=True) if "cost" in row.keys() else None,  # noqa: SIM118
         )
         if fields.damaged:
             warn_damaged(self.path, _row_name(call_id, row), fields.damaged)
@@ -421,9 +427,10 @@ class CallLog:
         column = _STATS_COLUMNS.get(by) if isinstance(by, str) else None
         if column is None:
             raise _bad_argument("by", f"must be one of {', '.join(_STATS_COLUMNS)}, not {by!r}")
+        cost = "cost" if self._has_cost() else "NULL AS cost"  # an older read-only log
         sql = (
             f"SELECT rowid, id, coalesce({column}, '') AS key, seconds, error_code, cached, "
-            "prompt_tokens, completion_tokens FROM calls"
+            f"prompt_tokens, completion_tokens, {cost} FROM calls"
         )
         params: list[Any] = []
         if since is not None:
@@ -519,12 +526,14 @@ class _Figures:
         self.cached = fields.flag("cached")
         self.prompt_tokens = fields.count("prompt_tokens")
         self.completion_tokens = fields.count("completion_tokens")
+        self.cost = fields.number("cost", nullable=True)
         self.damaged = fields.damaged
 
 
 def _stats(key: str | None, rows: list[_Figures]) -> CallStats:
     seconds = sorted(r.seconds for r in rows if r.seconds is not None)
     live = [r for r in rows if not r.cached]
+    costs = [r.cost for r in rows if r.cost is not None]
     return CallStats(
         key=key,
         calls=len(rows),
@@ -534,6 +543,7 @@ def _stats(key: str | None, rows: list[_Figures]) -> CallStats:
         completion_tokens=sum(r.completion_tokens or 0 for r in live),
         seconds_p50=_percentile(seconds, 0.5),
         seconds_p95=_percentile(seconds, 0.95),
+        cost=sum(costs) if costs else None,
     )
 
 

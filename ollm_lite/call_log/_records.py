@@ -75,6 +75,8 @@ class LoggedCall:
         session_id: Links the calls of one ``Session``.
         custom_id: The batch line's ``custom_id``.
         turns: Each model turn: ``{"request": {...}, "answer": {...}, "cached": bool}``.
+        cost: What the call cost by the prices its client was given (``None``: unknown: a
+            model without a price, a turn without usage, or a log older than costs).
 
     A field that a damaged row (changed by hand or by another tool) holds in a form that
     cannot be read is ``None`` (a list field ``[]``): ``calls()`` and ``stats()`` still
@@ -104,6 +106,7 @@ class LoggedCall:
     session_id: str | None = None
     custom_id: str | None = None
     turns: list[dict[str, Any]] = field(default_factory=list)
+    cost: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +123,7 @@ class CallStats:
         completion_tokens: Completion tokens spent (cached calls spend none).
         seconds_p50: The median duration of a call.
         seconds_p95: The 95th percentile duration.
+        cost: The sum of the known costs of its calls (``None`` when none is known).
     """
 
     key: str | None
@@ -130,6 +134,7 @@ class CallStats:
     completion_tokens: int
     seconds_p50: float
     seconds_p95: float
+    cost: float | None = None
 
 
 def dumps(data: Any) -> str:
@@ -314,6 +319,7 @@ def call_to_json(call: LoggedCall) -> dict[str, Any]:
         "session_id": call.session_id,
         "custom_id": call.custom_id,
         "turns": call.turns,
+        "cost": call.cost,
     }
 
 
@@ -328,4 +334,5 @@ def stats_to_json(stats: CallStats) -> dict[str, Any]:
         "completion_tokens": stats.completion_tokens,
         "seconds_p50": stats.seconds_p50,
         "seconds_p95": stats.seconds_p95,
+        "cost": stats.cost,
     }

@@ -33,11 +33,11 @@ from ._terminal_text import PrintableFormatter, printable
 
 if TYPE_CHECKING:
     from ..call_log._reader import CallLog
-    from ..call_log._recorder import Recorder
     from ..call_log._records import CallStats, LoggedCall
+    from ..gate import GatedCall
     from ..providers.base import ProviderAdapter
 
-__all__ = ["add_chat_log_flags", "add_logs_parser", "chat_recorder", "duration"]
+__all__ = ["add_chat_log_flags", "add_logs_parser", "chat_gate", "duration"]
 
 _DURATION = re.compile(r"([1-9][0-9]{0,11})([smhd]?)", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -347,8 +347,13 @@ _STATS_TABLE: list[tuple[str, Callable[[CallStats, bool], str]]] = [
 ]
 
 
-def _stats_row(key: str, stats: CallStats, rough: bool) -> list[str]:
-    return [key, *(cell(stats, rough) for _, cell in _STATS_TABLE)]
+def _stats_row(
+    key: str,
+    stats: CallStats,
+    rough: bool,
+    columns: list[tuple[str, Callable[[CallStats, bool], str]]],
+) -> list[str]:
+    return [key, *(cell(stats, rough) for _, cell in columns)]
 
 
 def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
@@ -373,9 +378,15 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
     if not stats:
         ctx.say("no calls match")
         return EXIT_OK
-    rows = [_stats_row("?" if s.key is None else s.key or "-", s, s.key in rough) for s in stats]
-    rows.append(_stats_row("total", total, bool(rough)))
-    ctx.out.write(table([args.by.upper(), *(header for header, _ in _STATS_TABLE)], rows))
+    columns = list(_STATS_TABLE)
+    if any(s.cost is not None for s in stats):  # a cost column once any call has a cost
+        columns.append(("COST", lambda s, rough: "-" if s.cost is None else f"{s.cost:.4f}"))
+    rows = [
+        _stats_row("?" if s.key is None else s.key or "-", s, s.key in rough, columns)
+        for s in stats
+    ]
+    rows.append(_stats_row("total", total, bool(rough), columns))
+    ctx.out.write(table([args.by.upper(), *(header for header, _ in columns)], rows))
     return EXIT_OK
 
 
@@ -535,13 +546,11 @@ def add_chat_log_flags(chat: argparse.ArgumentParser) -> None:
     )
 
 
-def chat_recorder(
+def chat_gate(
     args: argparse.Namespace, ctx: Context, adapter: ProviderAdapter, model: str
-) -> Recorder | None:
-    """The recorder of a CLI ``chat`` exchange (``None``: not logged)."""
-    from ..call_log._hooks import client_logger
+) -> GatedCall | None:
+    """The way in of a CLI ``chat`` exchange through the gate (``None``: nothing to pass)."""
+    from ..gate import configured_gate
 
-    logger = client_logger(getattr(args, "log", None), None, ctx.config, adapter)
-    if logger is None:
-        return None
-    return logger.begin("cli", model=model)
+    gate = configured_gate(adapter, ctx.config, getattr(args, "log", None))
+    return None if gate is None else gate.call("cli", model=model)
