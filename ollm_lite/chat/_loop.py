@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from ..registry import ProviderRegistry
     from ..tools import ToolRegistry
 
-__all__ = ["ChatCall", "ChatLoop", "ToolMode", "tool_registry"]
+__all__ = ["ChatCall", "ChatLoop", "ToolMode", "call_deadline_error", "tool_registry"]
 
 logger = logging.getLogger("ollm_lite.chat")
 
@@ -275,7 +275,7 @@ class ChatLoop:
             return "max_turns"
         remaining = self.settings.remaining()
         if remaining is not None and remaining <= 0:
-            late = _deadline_error(self.settings.timeout, model)
+            late = call_deadline_error(self.settings.timeout, model)
             yield ErrorEvent(late.to_info(), exception=late)
             return "failed"
         return None
@@ -305,7 +305,7 @@ class ChatLoop:
             return "cancelled"
         remaining = self.settings.remaining()
         if remaining is not None and remaining <= 0:  # ... or when the deadline passed
-            late = _deadline_error(self.settings.timeout, model)
+            late = call_deadline_error(self.settings.timeout, model)
             yield ErrorEvent(late.to_info(), exception=late)
             return "failed"
         if check.exceeded:
@@ -325,10 +325,29 @@ class ChatLoop:
         """Stream one response into ``turn`` (``None`` when it finished, else how it ended);
         its usage joins the chat's."""
         stream = adapter.chat_stream(request)
+        reading = read_turn(stream, turn, forward=forward, cancel=self.cancel)
         try:
-            return (yield from read_turn(stream, turn, forward=forward, cancel=self.cancel))
+            while True:
+                try:
+                    event = next(reading)
+                except StopIteration as done:
+                    ending: Ending | None = done.value
+                    return ending
+                yield self._in_call_terms(event, request.model)
         finally:
+            reading.close()
             self.usage = add_usage(self.usage, turn.usage)
+
+    def _in_call_terms(self, event: ChatEvent, model: str) -> ChatEvent:
+        """A request's ``LLM_TIMEOUT`` met at the call's deadline as the call's own: named by
+        the ``timeout`` the caller gave, not by the seconds that request had left."""
+        if not isinstance(event, ErrorEvent) or event.error.code != "LLM_TIMEOUT":
+            return event
+        left = self.settings.remaining()
+        if left is None or left > 0:  # the request's own limit, not the call's
+            return event
+        late = call_deadline_error(self.settings.timeout, model)
+        return ErrorEvent(late.to_info(), exception=late)
 
     def _keep_partial(self, turn: Turn) -> None:
         """A turn that ended early keeps the text already shown, never half tool calls."""
@@ -386,7 +405,9 @@ class ChatLoop:
         return any(self.failures[key] >= LOOP_LIMIT for key in failed)
 
 
-def _deadline_error(limit: float | None, model: str | None) -> RequestTimeout:
+def call_deadline_error(limit: float | None, model: str | None) -> RequestTimeout:
+    """``LLM_TIMEOUT`` for a call past its deadline, named by the timeout the caller gave
+    (not by the seconds left to whichever request met it)."""
     return RequestTimeout(
         f"the call did not finish within its {limit:g} s timeout"
         if limit is not None

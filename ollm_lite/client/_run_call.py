@@ -26,8 +26,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._cancel_link import LinkedEvent
-from ..chat._loop import ChatCall, ChatLoop
-from ..errors import BadResponse, Cancelled, OllmError, TokenLimitExceeded, error_from_code
+from ..chat._loop import ChatCall, ChatLoop, call_deadline_error
+from ..errors import (
+    BadResponse,
+    Cancelled,
+    OllmError,
+    RequestTimeout,
+    TokenLimitExceeded,
+    error_from_code,
+)
 from ..types import (
     ChatEvent,
     ChatFinishEvent,
@@ -157,6 +164,9 @@ def call_events(
         yield ChatFinishEvent("cancelled")
         return
     except OllmError as exc:
+        left = settings.remaining()
+        if isinstance(exc, RequestTimeout) and left is not None and left <= 0:
+            exc = call_deadline_error(settings.timeout, call.model)  # the call's own deadline
         yield from failed(exc)
         return
     settings = replace(settings, response_format=response_format)

@@ -162,6 +162,29 @@ def test_a_look_up_before_the_chat_keeps_to_the_deadline(
     assert asked[-1] == route  # the look-up was the last request: none after the deadline
 
 
+@pytest.mark.parametrize(
+    ("backend", "route"),
+    [
+        ("local", ("GET", "/api/tags")),
+        ("local", ("POST", "/api/show")),
+        ("vllm", ("GET", "/v1/models")),
+        ("llamacpp", ("GET", "/props")),
+        ("llamacpp", ("POST", "/v1/chat/completions")),
+    ],
+)
+def test_a_call_past_its_deadline_names_the_timeout_it_was_given(
+    backend: str, route: tuple[str, str]
+) -> None:
+    """Whichever request met the deadline, the error speaks of the call's ``timeout`` as the
+    caller wrote it ("within its 1 s timeout"), not of the seconds that request had left."""
+    with serve({**ROUTES[backend], route: silent}, keep_alive=True) as server:
+        with pytest.raises(OllmError) as raised:
+            _provider_call(backend, None, "ask", server.url)
+    assert raised.value.code == "LLM_TIMEOUT"
+    assert f"within its {DEADLINE:g} s timeout" in raised.value.message, raised.value.message
+    assert raised.value.details == {"timeout": DEADLINE}
+
+
 ROUTES["llamacpp-fleet"] = ROUTES["llamacpp"]
 PROVIDER_CASES = [(backend, route) for backend, routes in ROUTES.items() for route in routes]
 
