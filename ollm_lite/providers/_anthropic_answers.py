@@ -22,10 +22,11 @@ complete (its ``input_json_delta`` fragments put together; unparseable arguments
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BadResponse
+from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError
 from ..http.errors import error_for_status
 from ..streams import DEFAULT_MAX_LINE, SSEEvent, _SSEParser
 from ..streams._ndjson import _scan_once
@@ -50,8 +51,10 @@ __all__ = [
     "ERROR_STATUS",
     "ChatStreamState",
     "MessagesDecoder",
+    "about_the_model",
     "error_info",
     "model_info_from_entry",
+    "refine_not_found",
 ]
 
 _FINISH: dict[str, FinishReason] = {
@@ -77,6 +80,7 @@ ERROR_STATUS: dict[str, int] = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
+_MODEL_WORD = re.compile(r"\bmodels?\b", re.IGNORECASE)
 _EMPTY: tuple[ProviderEvent, ...] = ()
 _new = object.__new__
 _set_text = TextEvent.__dict__["value"].__set__
@@ -130,6 +134,45 @@ class MessagesDecoder(_SSEParser[str]):
         return datas
 
 
+def about_the_model(message: str, model: str | None) -> bool:
+    """Whether a "not found" answer is about the model: its message says "model" or names
+    ``model`` (Anthropic's ``model: <name>``, Ollama's and vLLM's words). llama.cpp's
+    ``llama-server`` answers ``not_found_error`` "File Not Found" for a path it does not
+    serve, a FastAPI server (llama-cpp-python's) "Not Found": those are about the path."""
+    if _MODEL_WORD.search(message):
+        return True
+    return bool(model) and str(model).lower() in message.lower()
+
+
+def refine_not_found(exc: OllmError, *, model_hint: str = "", path: str | None = None) -> OllmError:
+    """A 404 mapped as a missing route, read as the Messages API means it.
+
+    ``MODEL_NOT_FOUND`` when the server's message is about the model
+    (:func:`about_the_model`); else, for a request to ``path``, ``LLM_HTTP_ERROR`` saying that
+    the server does not serve the Messages API there. Any other error is returned as it is.
+    """
+    if type(exc) is not HTTPStatusError or exc.status != 404:
+        return exc
+    said = str(exc.details.get("server_message") or "")
+    where = f"{exc.provider} at {exc.details.get('url', '')}"
+    server_says = f": {said}" if said else ""
+    kw: dict[str, Any] = {"details": exc.details, "provider": exc.provider, "model": exc.model}
+    if exc.model and about_the_model(said, exc.model):
+        hint = f" {model_hint.format(model=exc.model)}" if model_hint else ""
+        return ModelNotFound(
+            f"model {exc.model!r} not found on {where}{server_says}.{hint}", status=404, **kw
+        )
+    if path is None:
+        return exc
+    return HTTPStatusError(
+        f"{where} answered HTTP 404{server_says}: this server does not serve the Messages API "
+        f"({path}). llama.cpp's llama-server, vLLM, Ollama and LM Studio serve it; "
+        "llama-cpp-python's server does not. Check the base URL (ANTHROPIC_BASE_URL).",
+        status=404,
+        **kw,
+    )
+
+
 def error_info(
     error: Any,
     *,
@@ -142,8 +185,9 @@ def error_info(
     """An ``error`` object from inside a stream, mapped as the HTTP answer it stands for
     (:func:`~ollm_lite.http.errors.error_for_status`, the one mapping): ``overloaded_error``
     and ``rate_limit_error`` are ``LLM_RATE_LIMITED``, ``authentication_error`` and
-    ``permission_error`` ``LLM_AUTH_FAILED``, ``not_found_error`` ``MODEL_NOT_FOUND``;
-    others ``LLM_HTTP_ERROR`` with the server's message."""
+    ``permission_error`` ``LLM_AUTH_FAILED``, ``not_found_error`` ``MODEL_NOT_FOUND`` when its
+    message is about the model (:func:`about_the_model`); others ``LLM_HTTP_ERROR`` with the
+    server's message."""
     kind = error.get("type") if isinstance(error, dict) else None
     status = ERROR_STATUS.get(kind, 500) if isinstance(kind, str) else 500
     body = json.dumps({"type": "error", "error": error}).encode()
@@ -154,11 +198,9 @@ def error_info(
         provider=provider,
         url=url,
         model=model,
-        not_found="model",
         redact=redact,
-        model_hint=model_hint,
     )
-    info = exc.to_info()
+    info = refine_not_found(exc, model_hint=model_hint).to_info()
     details = dict(info.details or {})
     details["in_stream"] = True
     return ErrorInfo(info.message, info.code, details)

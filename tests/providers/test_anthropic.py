@@ -248,7 +248,6 @@ def test_unknown_events_and_blocks_are_skipped() -> None:
     [
         (401, "authentication_error", AuthenticationError),
         (403, "permission_error", AuthenticationError),
-        (404, "not_found_error", ModelNotFound),
         (400, "invalid_request_error", HTTPStatusError),
         (429, "rate_limit_error", RateLimited),
         (529, "overloaded_error", RateLimited),
@@ -268,6 +267,71 @@ def test_http_errors(code: int, kind: str, expected: type) -> None:
     assert "bad thing" in caught.value.message and KEY not in repr(events) + str(caught.value)
     if expected is RateLimited:
         assert caught.value.retry_after == 7.0
+
+
+#: What servers answer for a model they do not have: Anthropic's API (its message is
+#: ``model: <name>``), Ollama, vLLM.
+MODEL_MISSING = [
+    error_body("not_found_error", "model: claude-opus-4-6"),
+    error_body("not_found_error", 'model "claude-opus-4-6" not found, try pulling it first'),
+    {"error": {"message": "The model `claude-opus-4-6` does not exist.", "type": "NotFoundError"}},
+]
+#: What servers that do not serve ``/v1/messages`` answer: llama-cpp-python's (FastAPI),
+#: llama.cpp's ``llama-server`` for a path it lacks, a bare 404.
+NO_MESSAGES_API: list[dict[str, Any] | bytes] = [
+    {"detail": "Not Found"},
+    {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
+    b"",
+]
+
+
+@pytest.mark.parametrize("body", MODEL_MISSING)
+def test_a_404_about_the_model_is_model_not_found(body: dict[str, Any]) -> None:
+    with serve(
+        {MESSAGES: status(404, body), "/v1/messages/count_tokens": status(404, body)}
+    ) as server:
+        provider = AnthropicProvider(base_url=server.url, retries=0)
+        [error] = list(provider.chat_stream(request()))
+        with pytest.raises(ModelNotFound) as whole:
+            provider.chat(request())
+        with pytest.raises(ModelNotFound):
+            provider.count_tokens(request())
+    assert isinstance(error, ErrorEvent) and error.error.code == "MODEL_NOT_FOUND"
+    assert "claude-opus-4-6" in whole.value.message and whole.value.status == 404
+
+
+@pytest.mark.parametrize("body", NO_MESSAGES_API)
+def test_a_404_from_a_server_without_the_messages_api_says_so(
+    body: dict[str, Any] | bytes,
+) -> None:
+    """A 404 that is not about the model is no MODEL_NOT_FOUND: the server does not serve
+    ``/v1/messages`` (llama-cpp-python's server answers every unknown path so)."""
+    with serve(
+        {MESSAGES: status(404, body), "/v1/messages/count_tokens": status(404, body)}
+    ) as server:
+        provider = AnthropicProvider(base_url=server.url, retries=0)
+        [error] = list(provider.chat_stream(request()))
+        with pytest.raises(HTTPStatusError) as whole:
+            provider.chat(request())
+        with pytest.raises(HTTPStatusError) as counted:
+            provider.count_tokens(request())
+    for caught in (whole.value, counted.value):
+        assert type(caught) is HTTPStatusError and caught.status == 404
+        assert "does not serve the Messages API" in caught.message
+        assert caught.details["url"].startswith(server.url + "/v1/messages")
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR"
+    assert error.error.message == whole.value.message
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [("model: claude-opus-4-6", "MODEL_NOT_FOUND"), ("File Not Found", "LLM_HTTP_ERROR")],
+)
+def test_a_not_found_error_event_is_the_model_only_when_it_says_so(message: str, code: str) -> None:
+    events, _ = run(stream(message_start(), error_body("not_found_error", message)))
+    [error] = events
+    assert isinstance(error, ErrorEvent) and error.error.code == code
+    assert message in error.error.message
 
 
 def test_529_is_retried_with_retry_after() -> None:
