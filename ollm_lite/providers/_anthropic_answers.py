@@ -93,6 +93,10 @@ class MessagesDecoder(_SSEParser[str]):
     member of its data, so the data alone is read (WHATWG rules, chunk boundaries anywhere,
     as :class:`~ollm_lite.streams.SSEDataDecoder`). A chunk holding exactly one
     ``event: …`` / ``data: …`` pair, as servers send each token, skips the line loop.
+
+    ``ping`` events give nothing: they keep an idle connection open and are no progress of
+    the answer, so they must not hold off the transport's idle limit, which counts the items
+    a decoder gives (as it does the comment lines other SSE servers keep alive with).
     """
 
     __slots__ = ()
@@ -122,13 +126,17 @@ class MessagesDecoder(_SSEParser[str]):
                 and 13 not in chunk  # 13: CR
                 and self._error is None
             ):
+                if chunk[7:eol] == b"ping":
+                    return []
                 return [chunk[eol + 7 : -2].decode("utf-8", "replace")]
-        return super().feed(chunk)
+        datas = super().feed(chunk)
+        return [d for d in datas if d] if "" in datas else datas
 
     def _dispatch(self, data: str) -> str:
+        ping = self._event == "ping"
         self._event = ""
         self._retry = None
-        return data
+        return "" if ping else data  # "": left out by feed (an empty payload is no event)
 
     def _messages(self, datas: list[str]) -> list[str]:
         return datas
