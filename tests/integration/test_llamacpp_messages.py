@@ -11,7 +11,8 @@ With ``--jinja`` SmolLM2-135M-Instruct's template reports ``supports_tools: fals
 model answers in text (see ``test_llamacpp_native.py``); what is tested is that a history
 with ``tool_use`` and ``tool_result`` blocks (``is_error`` included) is accepted and answered.
 llama.cpp serves one model whatever ``model`` says, so ``MODEL_NOT_FOUND`` cannot happen here
-either (the loopback tests cover it).
+either (the loopback tests cover it). llama-cpp-python's server (the quick start's) does not
+serve the Messages API at all: its 404 is read as that, not as a missing model.
 """
 
 from __future__ import annotations
@@ -117,6 +118,20 @@ def test_a_refused_request_is_an_error_event_with_the_servers_message(
     [error] = events
     assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR"
     assert error.error.details and error.error.details.get("server_message")
+
+
+def test_llama_cpp_pythons_server_does_not_serve_the_messages_api(
+    llamacpp_py_server: llamacpp.ServerInfo,
+) -> None:
+    """Its 404 for ``/v1/messages`` is LLM_HTTP_ERROR saying so, never MODEL_NOT_FOUND."""
+    provider = AnthropicProvider(base_url=llamacpp_py_server.base_url, timeout=REQUEST_TIMEOUT_S)
+    try:
+        [error] = list(provider.chat_stream(ask("Hello")))
+    finally:
+        provider.close()
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR", error
+    assert "does not serve the Messages API" in error.error.message
+    assert error.error.details and error.error.details["status"] == 404
 
 
 def test_health_of_a_stopped_server_does_not_raise() -> None:
