@@ -126,20 +126,41 @@ class MessagesDecoder(_SSEParser[str]):
                 and 13 not in chunk  # 13: CR
                 and self._error is None
             ):
-                if chunk[7:eol] == b"ping":
-                    return []
-                return [chunk[eol + 7 : -2].decode("utf-8", "replace")]
+                name = chunk[7:eol]
+                data = chunk[eol + 7 : -2].decode("utf-8", "replace")
+                if name == b"ping" or name == b"error":
+                    data = _named(name.decode("utf-8", "replace"), data)
+                    return [data] if data else []
+                return [data]
         datas = super().feed(chunk)
         return [d for d in datas if d] if "" in datas else datas
 
     def _dispatch(self, data: str) -> str:
-        ping = self._event == "ping"
+        name = self._event
         self._event = ""
         self._retry = None
-        return "" if ping else data  # "": left out by feed (an empty payload is no event)
+        return _named(name, data) if name else data  # "": left out by feed
 
     def _messages(self, datas: list[str]) -> list[str]:
         return datas
+
+
+def _named(name: str, data: str) -> str:
+    """An event's data as the state reads it, by the event's name: ``""`` (nothing) for a
+    ``ping``; for an ``error`` whose data is not the API's ``{"type": "error", "error": …}``,
+    that object around it (llama.cpp's ``llama-server`` sends its own ``{"code", "message",
+    "type"}`` as an ``error`` event's data, tools/server/server-context.cpp)."""
+    if name == "ping":
+        return ""
+    if name != "error":
+        return data
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return data
+    if isinstance(obj, dict) and obj.get("type") != "error":
+        return json.dumps({"type": "error", "error": obj})
+    return data
 
 
 def about_the_model(message: str, model: str | None) -> bool:
@@ -197,7 +218,10 @@ def error_info(
     message is about the model (:func:`about_the_model`); others ``LLM_HTTP_ERROR`` with the
     server's message."""
     kind = error.get("type") if isinstance(error, dict) else None
-    status = ERROR_STATUS.get(kind, 500) if isinstance(kind, str) else 500
+    status = ERROR_STATUS.get(kind, 0) if isinstance(kind, str) else 0
+    if not status:  # another server's own error object: its HTTP code, where it gives one
+        code = _int(error.get("code")) if isinstance(error, dict) else None
+        status = code if code is not None and 400 <= code <= 599 else 500
     body = json.dumps({"type": "error", "error": error}).encode()
     exc = error_for_status(
         status,

@@ -334,6 +334,21 @@ def test_a_not_found_error_event_is_the_model_only_when_it_says_so(message: str,
     assert message in error.error.message
 
 
+def test_llama_servers_error_event_keeps_its_message() -> None:
+    """llama.cpp's ``llama-server`` names the event ``error`` and sends its own error object
+    as the data (``{"code", "message", "type"}``, tools/server/server-context.cpp): the stream
+    ends with that message, mapped by its code, the text kept."""
+    error = {"code": 400, "message": "the request exceeds the context size", "type": "x_error"}
+    raw = b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
+    for chunks in ([*BASIC[:4], raw], [*BASIC[:4], b"event: ping\n", raw[:9], raw[9:]]):
+        events, _ = run(chunks)
+        assert events[0] == TextEvent("Hello")
+        last = events[-1]
+        assert isinstance(last, ErrorEvent) and last.error.code == "LLM_HTTP_ERROR", events
+        assert "exceeds the context size" in last.error.message
+        assert last.error.details and last.error.details["status"] == 400
+
+
 def test_529_is_retried_with_retry_after() -> None:
     overloaded = status(
         529, error_body("overloaded_error", "Overloaded"), headers={"retry-after": "0"}
