@@ -22,6 +22,7 @@ from collections.abc import Iterator
 import llamacpp  # scripts/, put on sys.path by conftest.py
 import pytest
 
+from ollm_lite.errors import HTTPStatusError
 from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.types import (
     ErrorEvent,
@@ -112,12 +113,29 @@ def test_models_and_health(provider: AnthropicProvider) -> None:
 def test_a_refused_request_is_an_error_event_with_the_servers_message(
     provider: AnthropicProvider,
 ) -> None:
-    opts = GenerationOptions(max_tokens=8, extra_body={"messages": "not a list"})
+    """llama-server is permissive (a ``messages`` that is no list is answered), but a
+    content that is neither text nor blocks is refused: 400 ``invalid_request_error``."""
+    refused = {"messages": [{"role": "user", "content": 5}]}
+    opts = GenerationOptions(max_tokens=8, extra_body=refused)
     bad = ProviderRequest(MODEL, [Message.user("x")], options=opts)
-    events = list(provider.chat_stream(bad))
-    [error] = events
-    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR"
-    assert error.error.details and error.error.details.get("server_message")
+    [error] = list(provider.chat_stream(bad))
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR", error
+    assert error.error.details and error.error.details["status"] == 400
+    assert "content" in error.error.details["server_message"]
+    with pytest.raises(HTTPStatusError) as caught:
+        provider.chat(bad)
+    assert caught.value.message == error.error.message
+
+
+def test_a_prompt_past_the_context_is_refused_with_the_servers_figures(
+    provider: AnthropicProvider,
+) -> None:
+    """``-c 4096``: a longer prompt is refused before any text (400
+    ``exceed_context_size_error``), the server's message quoted."""
+    [error] = list(provider.chat_stream(ask("llama " * 6000)))
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR", error
+    assert "context" in error.error.message and error.error.details
+    assert error.error.details["status"] == 400
 
 
 def test_llama_cpp_pythons_server_does_not_serve_the_messages_api(
