@@ -29,6 +29,7 @@ from ..call_log._batch import chat_line
 from ..client._options import resolve
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..providers.base import ProviderAdapter, call_with_cancel
+from ..types import ProviderRequest
 from ._format import BatchFileError, error_line, parse_input, raise_problems, success_line
 from ._output import OutputFile, open_regular
 from ._summary import BatchSummary
@@ -138,7 +139,8 @@ def _execute(provider: ProviderAdapter, job: Job, cancel: threading.Event) -> di
     try:
         if isinstance(job, ChatJob):
             result = chat_line(provider, job.request, job.custom_id, cancel)  # maybe logged
-            return success_line(job.custom_id, chat_completion(result, job.request.model))
+            line = success_line(job.custom_id, chat_completion(result, job.request.model))
+            return _masked(provider, job.request, line)
         waits: threading.Event = cancel  # with the line's deadline, when the client sets one
         if job.timeout is not None:
             waits = LinkedEvent(cancel, deadline=time.monotonic() + job.timeout)
@@ -153,6 +155,18 @@ def _execute(provider: ProviderAdapter, job: Job, cancel: threading.Event) -> di
         logger.exception("batch line %s: unexpected error from the provider", job.custom_id)
         error = BadResponse(f"unexpected {type(exc).__name__} from the provider: {exc}")
         return error_line(job.custom_id, error)
+
+
+def _masked(provider: Any, request: ProviderRequest, line: dict[str, Any]) -> dict[str, Any]:
+    """A success line as the output file keeps it: the connection's secrets (its keys, the
+    client's headers) masked where the server's answer echoed them, as in the call log."""
+    from ..call_log._masking import Masker, provider_secrets
+
+    secrets = [*provider_secrets(provider), *request.headers.values()]
+    if not secrets:
+        return line
+    masked: dict[str, Any] = Masker(secrets).value(line)
+    return masked
 
 
 def run_file(

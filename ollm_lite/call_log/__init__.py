@@ -47,14 +47,15 @@ def open_log(path: str | os.PathLike[str] | None = None) -> CallLog:
             missing file reads as an empty log; none is created.
 
     Raises:
-        ConfigError: ``CONFIG_INVALID`` for a file that is not a database, is damaged or was
-            written by a newer version.
+        ConfigError: ``CONFIG_INVALID`` for a path that is no usable path or names no regular
+            file (a folder, a FIFO), and for a file that is not a call log (not a database,
+            another program's database), is damaged or was written by a newer version.
     """
     from ._reader import CallLog
     from ._settings import log_path
 
     if path is not None:
-        return CallLog(os.fspath(path))
+        return CallLog(path)
     return CallLog(log_path(None, _configured()))
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from ..client._run_call import Reply
 from ..errors import Cancelled, OllmError
 from ..types import ChatResult, ProviderRequest
-from ._cache import cache_key, lookup
+from ._cache import cache_key
 from ._records import tool_call_dict, tool_call_from_dict, usage_dict
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class _LineLogging:
             "live": (self._inner, replace(request, cancel=cancel)),  # to count its tokens
         }
         recorder.turns.append(turn)
-        found = lookup(self._logger.file, key, recorder._budget()) if self._logger.cache else None
+        found = recorder.lookup(key) if self._logger.cache else None
         if found is not None:
             turn["answer"], turn["cached"] = found, True
             result = _result_of(found)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import sqlite3
 import time
 from datetime import datetime, timedelta
@@ -17,6 +18,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
+from .._files import path_text
 from ..errors import ConfigError
 from ._records import (
     CallStats,
@@ -29,13 +31,16 @@ from ._records import (
 from ._schema import (
     MIGRATIONS,
     NewerSchema,
+    NotACallLog,
+    check_regular,
     check_version,
     has_fts,
     is_foreign,
     open_connection,
 )
+from ._settings import usable_path
 
-__all__ = ["CallLog", "StatsKey"]
+__all__ = ["CallLog", "StatsKey", "log_exists"]
 
 StatsKey = Literal["model", "day", "host", "source"]
 _STATS_COLUMNS: dict[str, str] = {
@@ -73,6 +78,27 @@ def _age(value: Any) -> float:
     return seconds
 
 
+def log_exists(path: Path) -> bool:
+    """Whether a log file is at ``path`` (``False``: nothing there), looked at without opening
+    it: opening a FIFO would wait for a writer for ever.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` when something other than a regular file is there, or
+            the path cannot be looked at (a name too long, a folder that cannot be entered).
+    """
+    try:
+        return check_regular(path)
+    except (sqlite3.Error, OSError) as exc:
+        raise _unreadable(path, exc) from exc
+
+
+def _unreadable(path: Path, exc: BaseException) -> ConfigError:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return ConfigError(
+        f"the call log {path_text(path)} cannot be read: {reason}", details={"path": str(path)}
+    )
+
+
 class CallLog:
     """The call log, for reading (and pruning); use it as a context manager.
 
@@ -84,25 +110,31 @@ class CallLog:
             written by a newer version.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path).expanduser()
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = usable_path(path, "open_log(path)")
         self._db: sqlite3.Connection | None = None
         self._fts = False
-        if self.path.exists():
+        if self._exists():
             self._db = self._open()
 
+    def _exists(self) -> bool:
+        return log_exists(self.path)
+
+    def _unreadable(self, exc: BaseException) -> ConfigError:
+        return _unreadable(self.path, exc)
+
     def _open(self) -> sqlite3.Connection:
-        if self.path.is_file() and self.path.stat().st_size == 0:
-            return _empty()  # read as it is: not even a WAL header written into it
         try:
+            if os.stat(self.path).st_size == 0:
+                return _empty()  # read as it is: not even a WAL header written into it
             try:
-                db = open_connection(self.path, _BUSY)
+                db = open_connection(self.path, _BUSY, writing=False)
             except sqlite3.OperationalError:  # read-only file or folder: read it as it is
                 db = open_connection(self.path, _BUSY, readonly=True)
             try:
                 version = check_version(db)
                 if is_foreign(db):
-                    raise sqlite3.DatabaseError("not a call log: a database of something else")
+                    raise NotACallLog("not a call log: a database of something else")
                 self._fts = version > 0 and has_fts(db)
                 if version == 0:
                     db.close()
@@ -116,10 +148,8 @@ class CallLog:
             raise ConfigError(
                 f"the call log {self.path} was written by a newer version of ollm-lite ({exc})"
             ) from exc
-        except sqlite3.Error as exc:
-            raise ConfigError(
-                f"the call log {self.path} cannot be read: {exc}", details={"path": str(self.path)}
-            ) from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unreadable(exc) from exc
         return db
 
     def __repr__(self) -> str:
@@ -144,7 +174,7 @@ class CallLog:
 
     def _query(self, sql: str, params: Any = ()) -> list[sqlite3.Row]:
         if self._db is None:
-            if not self.path.exists():
+            if not self._exists():
                 return []
             self._db = self._open()
         self._db.row_factory = sqlite3.Row
@@ -308,7 +338,7 @@ class CallLog:
         """
         cutoff = time.time() - _age(older_than)
         if self._db is None:
-            if not self.path.exists():
+            if not self._exists():
                 return 0
             self._db = self._open()
         db = self._db

@@ -11,9 +11,7 @@ Nothing is written on the stream's path.
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import secrets
 import sys
 import threading
@@ -23,10 +21,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from ..client._run_call import Reply, reply_of
-from ..http.secrets import Redactor
 from ..types import (
     ChatResult,
     ErrorEvent,
@@ -40,10 +36,10 @@ from ..types import (
     Usage,
 )
 from ..types._event_fold import EventFold, add_usage
-from ._cache import cache_key, cached_events, lookup
+from ._cache import cache_key, cached_events, endpoint, lookup, servers
+from ._masking import Masker, call_secrets, provider_secrets
 from ._records import (
     blocks_to_list,
-    dumps,
     message_dict,
     result_to_dict,
     tool_call_dict,
@@ -52,7 +48,7 @@ from ._records import (
     usage_from_dict,
 )
 from ._usage import ESTIMATED, counted_usage
-from ._writer import MAX_BUSY, LogFile
+from ._writer import LogFile, LogWait
 
 if TYPE_CHECKING:
     from ..client._prepare import Call
@@ -61,7 +57,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
 
-_USERINFO = re.compile(r'(?<=://)[^/@\s"\\]+@')
 #: Turn endings a cache may answer from (not an error, not a cancel).
 _GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
 
@@ -90,44 +85,8 @@ def host_of(base_url: str | None) -> str | None:
     """``scheme://host:port`` of a base URL (a fleet's ``", "``-joined list: each one)."""
     if not base_url:
         return None
-    hosts = []
-    for url in base_url.split(", "):
-        try:
-            parts = urlsplit(url.strip())
-            port = parts.port or (443 if parts.scheme == "https" else 80)
-        except ValueError:
-            continue
-        if parts.hostname:
-            name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-            hosts.append(f"{parts.scheme}://{name}:{port}")
-    return ", ".join(hosts) or None
-
-
-def provider_secrets(provider: Any) -> list[str]:
-    """The secrets a provider's transports mask (API keys, custom auth header values)."""
-    found: list[str] = []
-    members = getattr(provider, "providers", None)
-    for member in members if isinstance(members, list) else [provider]:
-        redact = getattr(getattr(member, "_transport", None), "redact", None)
-        found.extend(getattr(redact, "secrets", ()))
-        key = getattr(member, "api_key", None)
-        if isinstance(key, str):
-            found.append(key)
-    return found
-
-
-def tool_secrets(tools: Any) -> list[str]:
-    """The secrets of the MCP servers whose tools ``tools`` (a registry) holds: ``env`` and
-    ``headers`` values, URL credentials (a server built in code, not only a configured one)."""
-    found: list[str] = []
-    for item in tools or ():
-        server = getattr(getattr(item, "runner", None), "server", None)
-        if server is not None:
-            from ..mcp.server import McpServer  # only a call with remote tools gets here
-
-            if isinstance(server, McpServer):
-                found.extend(server._secret_values)
-    return found
+    found = (endpoint(url) for url in base_url.split(", "))
+    return ", ".join(e[0] for e in found if e is not None) or None
 
 
 def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
@@ -175,9 +134,14 @@ class CallLogger:
         self.file = LogFile(self.path)
         self.provider_name = str(getattr(provider, "name", "") or "")
         self.host = host_of(_base_url(provider))
-        self.hosts = sorted((self.host or "").split(", "))
+        self.hosts = servers(_base_url(provider))  # the cache's identity: paths count
         self._secrets = [*provider_secrets(provider), *secrets]
         self._masker = Masker(self._secrets)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The connection's values never to store (for a saved session's masking)."""
+        return tuple(self._secrets)
 
     def __repr__(self) -> str:
         return f"CallLogger(path={str(self.path)!r}, cache={self.cache})"
@@ -234,12 +198,12 @@ class Recorder:
         self.turns: list[dict[str, Any]] = []
         self.messages: list[dict[str, Any]] = []
         self.options: dict[str, Any] = {}
-        secret: list[str] = []  # this call's own: its header values, its MCP servers' secrets
-        self.deadline: float | None = None
+        secret: list[str] = []  # this call's own and its history's (masking.call_secrets)
+        self.log_wait = LogWait()  # the call's look-ups and write share one allowance
         self.from_call = call is not None
         if call is not None:
             settings = call.settings
-            secret = [*settings.headers.values(), *tool_secrets(call.loop.get("tools"))]
+            secret = call_secrets(call)
             history = [*call.history, call.prompt]
             self.messages = _with_system(
                 call.loop.get("system_prompt"), [message_dict(m) for m in history]
@@ -247,9 +211,23 @@ class Recorder:
             self.options = _options(call)
             if settings.timeout is not None:
                 self.deadline = self.started + settings.timeout
-        self.mask = logger.masker([v for v in secret if isinstance(v, str)])
+        self.mask = logger.masker(secret)
         self._lock = threading.Lock()
         self.done = False
+
+    @property
+    def deadline(self) -> float | None:
+        """The call's deadline (``time.monotonic()``), which no wait for the log passes."""
+        return self.log_wait.deadline
+
+    @deadline.setter
+    def deadline(self, value: float | None) -> None:
+        self.log_wait.deadline = value
+
+    def lookup(self, key: str) -> dict[str, Any] | None:
+        """The logged answer to a turn of this identity (``None``: a miss, also when the log
+        cannot be read in the time the call has left for it)."""
+        return lookup(self.logger.file, key, self.log_wait)
 
     # ------------------------------------------------------------------ turns
 
@@ -272,7 +250,7 @@ class Recorder:
                 self.options = dict(described["options"])
         self.turns.append(record)
         if key is not None:
-            found = lookup(self.logger.file, key, self._budget())
+            found = self.lookup(key)
             if found is not None:
                 record["answer"] = found
                 record["cached"] = True
@@ -360,7 +338,7 @@ class Recorder:
 
             logging.getLogger("ollm_lite.call_log").debug("call not logged", exc_info=True)
             return
-        self.logger.file.write(row, turns, search, self._budget())
+        self.logger.file.write(row, turns, search, self.log_wait)
 
     def _counted(self, reply: Reply) -> Reply:
         """``reply`` whose usage counts every turn the server answered without usage (by
@@ -389,11 +367,6 @@ class Recorder:
         if not estimated:
             return reply
         return replace(reply, usage=total)
-
-    def _budget(self) -> float:
-        if self.deadline is None:
-            return MAX_BUSY
-        return min(MAX_BUSY, self.deadline - time.monotonic())
 
     def _row(self, reply: Reply) -> tuple[dict[str, Any], list[tuple[Any, ...]], tuple[str, str]]:
         text_of, json_of = self.mask.text, self.mask.json
@@ -427,7 +400,7 @@ class Recorder:
             "error_message": text_of(str(getattr(error, "message", error)))
             if error is not None
             else None,
-            "usage": dumps(usage_dict(usage)) if usage is not None else None,
+            "usage": json_of(usage_dict(usage)) if usage is not None else None,
             "prompt_tokens": usage.prompt_tokens if usage is not None else None,
             "completion_tokens": usage.completion_tokens if usage is not None else None,
             "cached": int(cached),
@@ -452,7 +425,7 @@ class Recorder:
                     int(turn["cached"]),
                 )
             )
-        prompt = text_of("\n".join(_texts(self.messages)))
+        prompt = "\n".join(map(text_of, _texts(self.messages)))
         return row, turns, (prompt, text)
 
 
@@ -468,26 +441,6 @@ class _Recording:
 
     def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
         return self._recorder.turn(self._inner, request)
-
-
-class Masker:
-    """Masks the secrets and URL user-info in text and in JSON text, with the library's one
-    redactor (a secret is also masked in its JSON-escaped form)."""
-
-    def __init__(self, secrets: Sequence[str]) -> None:
-        escaped = [json.dumps(s, ensure_ascii=False)[1:-1] for s in secrets]
-        self.redact = Redactor([*secrets, *escaped])
-
-    def text(self, value: str) -> str:
-        """``value`` masked."""
-        if "@" in value:
-            value = _USERINFO.sub("***@", value)
-        return self.redact(value)
-
-    def json(self, value: Any) -> str:
-        """``value`` as compact JSON text, masked (a quote never starts or ends a match, so
-        the JSON stays valid)."""
-        return self.text(dumps(value))
 
 
 def answer_result(answer: dict[str, Any]) -> ChatResult:

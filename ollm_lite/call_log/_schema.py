@@ -1,10 +1,18 @@
 """The log file: opening it safely and bringing its schema up to date.
 
+A file is a call log by its own mark, ``PRAGMA application_id`` = :data:`APPLICATION_ID`,
+never by its ``user_version`` (any program may set one). A file without the mark counts as a
+log only when it is an empty database (no tables, no version) or has the first schema's
+``calls`` and ``turns`` tables (a log written before the mark existed); it gets the mark with
+its next write. Anything else — another program's database — is refused before anything could
+change it (WAL mode included), and so is a path that is no regular file (a FIFO, a device),
+checked with ``os.stat``, which never blocks.
+
 The schema is versioned with ``PRAGMA user_version``: :data:`MIGRATIONS` are applied in order,
 each in the same transaction as the version bump, so a file is always at one whole version.
 A file at a version newer than this library knows is refused (:class:`NewerSchema`), never
-written. Files are created readable by their owner only (0600, a new folder 0700): they hold
-prompts and answers in clear.
+written. Files are created readable by their owner only (0600, every folder made on the way
+0700): they hold prompts and answers in clear.
 
 Connections use WAL (readers never wait for a writer, a ``kill -9`` never corrupts the file)
 with ``synchronous=NORMAL`` (a commit survives a crash of the process; a power loss may lose
@@ -13,15 +21,24 @@ the last commits, never the file).
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
+import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
+
+from .._files import _kind
 
 __all__ = [
+    "APPLICATION_ID",
     "MIGRATIONS",
     "NewerSchema",
+    "NotACallLog",
+    "check_regular",
     "create_file",
+    "file_kind",
     "has_fts",
     "is_foreign",
     "migrate",
@@ -29,9 +46,16 @@ __all__ = [
     "schema_version",
 ]
 
+#: ``PRAGMA application_id`` of a call log: ``ollm`` in ASCII.
+APPLICATION_ID = 0x6F6C6C6D
+
 
 class NewerSchema(Exception):
     """The file was written by a newer version of the library."""
+
+
+class NotACallLog(sqlite3.DatabaseError):
+    """The file is no call log: another program's database, or no regular file."""
 
 
 _CALLS = """
@@ -97,10 +121,23 @@ MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_version_1,)
 
 
 def create_file(path: Path) -> None:
-    """Create an empty file readable by its owner only (a new folder: 0700)."""
+    """Create an empty file readable by its owner only, and each missing folder on the way
+    to it readable by its owner only (0700: ``os.makedirs`` gives its mode to the last one
+    alone).
+
+    Raises:
+        OSError: a folder or the file cannot be made.
+    """
+    missing: list[Path] = []
     folder = path.parent
-    if not folder.exists():
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:  # made meanwhile by another thread or process
+            continue
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -108,17 +145,44 @@ def create_file(path: Path) -> None:
     os.close(fd)
 
 
-def open_connection(
-    path: Path, busy_seconds: float, *, readonly: bool = False, shared: bool = False
-) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL, busy timeout set.
-
-    ``readonly`` opens the file for reading only (a read-only file or folder); ``shared``
-    lets the connection be used by one thread after another (never by two at once).
+def check_regular(path: Path) -> bool:
+    """Whether a file is at ``path`` (``False``: nothing there), checked without opening it:
+    opening a FIFO would wait for a writer for ever.
 
     Raises:
+        NotACallLog: something other than a regular file is there.
+        OSError: the path cannot be looked at (a folder on the way that cannot be entered).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    if not stat.S_ISREG(mode):
+        raise NotACallLog(f"not a call log: it is {_kind(mode)}; give a regular file")
+    return True
+
+
+def open_connection(
+    path: Path,
+    busy_seconds: float,
+    *,
+    readonly: bool = False,
+    shared: bool = False,
+    writing: bool = True,
+) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), busy timeout set, to a
+    file that is a call log (or an empty database), never another program's.
+
+    ``readonly`` opens the file for reading only (a read-only file or folder); ``shared``
+    lets the connection be used by one thread after another (never by two at once);
+    ``writing`` puts the file in WAL mode for writers (a reader leaves the file as it is).
+
+    Raises:
+        NotACallLog: another program's database, or no regular file.
+        NewerSchema: a log of a newer version (refused before anything could change it).
         sqlite3.Error: the file cannot be opened or is not a database.
     """
+    check_regular(path)
     if readonly:
         return _open_readonly(path, busy_seconds)
     db = sqlite3.connect(
@@ -126,8 +190,14 @@ def open_connection(
     )
     try:
         db.execute(f"PRAGMA busy_timeout = {max(0, int(busy_seconds * 1000))}")
-        if is_foreign(db):  # checked before WAL mode would change someone else's file
-            raise sqlite3.DatabaseError("not a call log: a database of something else")
+        # checked before WAL mode would change someone else's file
+        kind, version = file_kind(db)
+        if kind == "foreign":
+            raise NotACallLog("not a call log: a database of something else")
+        if version > len(MIGRATIONS):
+            raise NewerSchema(_newer(version))
+        if not writing:
+            return db
         mode = db.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             raise sqlite3.OperationalError(f"cannot use WAL mode ({mode})")
@@ -163,18 +233,69 @@ def _probed(uri: str, busy_seconds: float) -> sqlite3.Connection:
     return db
 
 
-def is_foreign(db: sqlite3.Connection) -> bool:
-    """Whether the file is a database of something else: no version, yet tables (read in
-    one statement, so one snapshot, while another process may be creating the log).
+FileKind = Literal["log", "unmarked", "empty", "foreign"]
+
+
+def file_kind(db: sqlite3.Connection) -> tuple[FileKind, int]:
+    """What the file is, and its ``user_version``: a marked ``log``, an ``unmarked`` log
+    (the first schema's ``calls`` and ``turns``, no mark yet), an ``empty`` database (no
+    tables, no version) or a ``foreign`` one. Read in one statement, so from one snapshot
+    while another process may be creating the log.
 
     Raises:
         sqlite3.DatabaseError: the file is not a database.
     """
     row = db.execute(
-        "SELECT (SELECT user_version FROM pragma_user_version), "
-        "(SELECT count(*) FROM sqlite_master)"
+        "SELECT (SELECT application_id FROM pragma_application_id), "
+        "(SELECT user_version FROM pragma_user_version), "
+        "(SELECT count(*) FROM sqlite_master), "
+        "(SELECT group_concat(name, char(10)) FROM pragma_table_info('calls')), "
+        "(SELECT group_concat(name, char(10)) FROM pragma_table_info('turns'))"
     ).fetchone()
-    return bool(row is not None and row[0] == 0 and row[1] > 0)
+    mark, version, tables, calls, turns = row if row is not None else (0, 0, 0, None, None)
+    version = int(version or 0)
+    if mark == APPLICATION_ID:
+        return "log", version
+    if mark:
+        return "foreign", version
+    if not tables and not version:
+        return "empty", version
+    first_calls, first_turns = _first_columns()
+    if (
+        version >= 1
+        and first_calls <= set(str(calls or "").split("\n"))
+        and first_turns <= set(str(turns or "").split("\n"))
+    ):
+        return "unmarked", version
+    return "foreign", version
+
+
+@functools.cache
+def _first_columns() -> tuple[frozenset[str], frozenset[str]]:
+    """The columns of ``calls`` and ``turns`` in the first schema (as its migration makes
+    them)."""
+    db = sqlite3.connect(":memory:")
+    try:
+        MIGRATIONS[0](db)
+        return tuple(  # type: ignore[return-value]
+            frozenset(r[1] for r in db.execute(f"PRAGMA table_info({table})"))
+            for table in ("calls", "turns")
+        )
+    finally:
+        db.close()
+
+
+def is_foreign(db: sqlite3.Connection) -> bool:
+    """Whether the file is a database of something else (see :func:`file_kind`).
+
+    Raises:
+        sqlite3.DatabaseError: the file is not a database.
+    """
+    return file_kind(db)[0] == "foreign"
+
+
+def _newer(version: int) -> str:
+    return f"schema version {version} (this library knows {len(MIGRATIONS)})"
 
 
 def schema_version(db: sqlite3.Connection) -> int:
@@ -184,22 +305,28 @@ def schema_version(db: sqlite3.Connection) -> int:
 
 
 def migrate(db: sqlite3.Connection) -> None:
-    """Apply the migrations the file lacks, in order, each with its version bump.
+    """Apply the migrations the file lacks, in order, each with its version bump, and mark
+    the file as a call log where it is not marked yet.
 
     Raises:
+        NotACallLog: another program's database.
         NewerSchema: the file is at a version newer than :data:`MIGRATIONS` knows.
         sqlite3.Error: the file cannot be read or written.
     """
-    if schema_version(db) == len(MIGRATIONS):
+    if file_kind(db) == ("log", len(MIGRATIONS)):
         return
     db.execute("BEGIN IMMEDIATE")  # one process upgrades; the others wait, then see it done
     try:
-        version = schema_version(db)
+        kind, version = file_kind(db)
+        if kind == "foreign":
+            raise NotACallLog("not a call log: a database of something else")
         if version > len(MIGRATIONS):
-            raise NewerSchema(f"schema version {version} (this library knows {len(MIGRATIONS)})")
+            raise NewerSchema(_newer(version))
         for number in range(version, len(MIGRATIONS)):
             MIGRATIONS[number](db)
             db.execute(f"PRAGMA user_version = {number + 1}")
+        if kind != "log":
+            db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:
@@ -215,7 +342,7 @@ def check_version(db: sqlite3.Connection) -> int:
     """
     version = schema_version(db)
     if version > len(MIGRATIONS):
-        raise NewerSchema(f"schema version {version} (this library knows {len(MIGRATIONS)})")
+        raise NewerSchema(_newer(version))
     return version
 
 

@@ -3,6 +3,10 @@
 A keyword beats the environment, which beats the config file. The path is the first given of
 the keyword's path, ``OLLM_LOG``'s path, ``[log] path``, then ``$XDG_DATA_HOME/ollm/logs.db``
 (``~/.local/share/ollm/logs.db``); ``open_log(None)`` and the CLI use the same rule.
+
+Every path is checked where it is given (:func:`usable_path`): a path that is no path (a NUL
+byte, a name the file system cannot encode, ``~user`` of no such user, another type) is a
+``ConfigError`` naming where it came from, never a failure of the first call that logs.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .._files import path_text
 from ..errors import ConfigError
 
 __all__ = [
@@ -22,6 +27,7 @@ __all__ = [
     "log_issues",
     "log_path",
     "resolve",
+    "usable_path",
 ]
 
 ENV_VAR = "OLLM_LOG"
@@ -43,13 +49,54 @@ def env_setting(env: Mapping[str, str]) -> bool | str | None:
     return raw
 
 
+def usable_path(value: Any, source: str) -> Path:
+    """``value`` (a ``str``, ``bytes`` or ``os.PathLike`` path) as a ``Path``, ``~`` expanded.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` naming ``source`` (``OLLM_LOG``, ``log``, ...) when
+            ``value`` is no path: another type, empty, a NUL byte, a name the file system
+            cannot encode, or ``~user`` of a user with no known home folder.
+    """
+    try:
+        text = os.fsdecode(os.fspath(value))
+    except TypeError:
+        raise ConfigError(
+            f"{source} must be a path, not {type(value).__name__}", details={"source": source}
+        ) from None
+    shown = path_text(text)
+
+    def refused(reason: str) -> ConfigError:
+        return ConfigError(
+            f"{source} names no usable path, {shown}: {reason}",
+            details={"source": source, "path": shown},
+        )
+
+    if not text:
+        raise refused("it is empty")
+    if "\0" in text:
+        raise refused("a path cannot hold a NUL byte")
+    try:
+        os.fsencode(text)
+    except UnicodeError:
+        raise refused("the file system cannot encode its name") from None
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # ~user of no such user, or no home folder at all
+        user = text.partition(os.sep)[0]
+        raise refused(f"no home folder is known for {user}") from None
+
+
 def default_path(env: Mapping[str, str]) -> Path:
-    """``$XDG_DATA_HOME/ollm/logs.db``, else ``~/.local/share/ollm/logs.db``."""
+    """``$XDG_DATA_HOME/ollm/logs.db``, else ``~/.local/share/ollm/logs.db``.
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` when that folder cannot be named.
+    """
     xdg = env.get("XDG_DATA_HOME")
     if xdg:
-        return Path(xdg).expanduser() / "ollm" / "logs.db"
+        return usable_path(xdg, "XDG_DATA_HOME") / "ollm" / "logs.db"
     home = env.get("HOME")
-    base = Path(home) if home else Path.home()
+    base = usable_path(home or "~", "HOME")
     return base / ".local" / "share" / "ollm" / "logs.db"
 
 
@@ -60,16 +107,20 @@ def _table(config: Any) -> dict[str, Any]:
 
 def log_path(keyword: Any = None, config: Any = None, env: Mapping[str, str] | None = None) -> Path:
     """The log file by the path rule (the keyword's path, ``OLLM_LOG``'s, ``[log] path``,
-    the default)."""
+    the default).
+
+    Raises:
+        ConfigError: ``CONFIG_INVALID`` naming the source of a path that is no usable path.
+    """
     env = os.environ if env is None else env
-    if isinstance(keyword, str | os.PathLike):
-        return Path(keyword).expanduser()
+    if isinstance(keyword, str | bytes | os.PathLike):
+        return usable_path(keyword, "connect(log=...)")
     setting = env_setting(env)
     if isinstance(setting, str):
-        return Path(setting).expanduser()
+        return usable_path(setting, ENV_VAR)
     path = _table(config).get("path")
     if isinstance(path, str) and path:
-        return Path(path).expanduser()
+        return usable_path(path, "[log] path")
     return default_path(env)
 
 
@@ -79,8 +130,8 @@ def resolve(
     """The log file (``None``: off) and whether to cache, for ``connect(log=, cache=)``.
 
     Raises:
-        ConfigError: ``CONFIG_INVALID`` for ``cache=True`` with ``log=False``, or a
-            ``log``/``cache`` value of the wrong type.
+        ConfigError: ``CONFIG_INVALID`` for ``cache=True`` with ``log=False``, a
+            ``log``/``cache`` value of the wrong type, or a path that is no usable path.
     """
     env = os.environ if env is None else env
     if log is not None and not isinstance(log, bool | str | os.PathLike):
@@ -116,6 +167,11 @@ def log_issues(table: Any) -> list[tuple[str, str]]:
             issues.append(("log.enabled", f"must be true or false, not {value!r}"))
         elif key == "path" and (not isinstance(value, str) or not value):
             issues.append(("log.path", f"must be a non-empty string, not {value!r}"))
+        elif key == "path":
+            try:
+                usable_path(value, "it")
+            except ConfigError as exc:
+                issues.append(("log.path", exc.message))
     return issues
 
 

@@ -3,11 +3,21 @@
 :class:`LogFile` is one client's way into one log path: a small pool of connections (one per
 call in flight, never two threads on one at a time), each bringing the schema up to date when
 it opens, closed by the client's ``close()``. :meth:`LogFile.write` commits one call (its row,
-its turns, its full-text entry) in one transaction, waiting for a busy file at most ``budget``
-seconds (what is left of the call's deadline, never more than 5 s). Any failure — read-only,
-locked, disk full, not a database, damaged, newer schema — is one ``WARNING`` per process and
-path; the call goes on and the next call tries again on a fresh connection (to the file now at
-the path, when the one it had was removed or replaced).
+its turns, its full-text entry) in one transaction. Any failure — read-only, locked, disk full,
+not a database, damaged, newer schema — is one ``WARNING`` per process and path; the call goes
+on and the next call tries again on a fresh connection (to the file now at the path, when the
+one it had was removed or replaced).
+
+A call waits for its log at most :data:`MAX_BUSY` seconds in all — its cache look-ups and its
+write together (:class:`LogWait`) — and never past its deadline. SQLite's busy timeout alone
+cannot promise that: a reader that finds the ``-shm`` index locked by another process retries
+for about 10 s whatever the timeout (``walTryBeginRead`` in SQLite's ``wal.c``, ending in
+``SQLITE_PROTOCOL``). So each look-up and write runs on a short-lived thread of its own that the
+call waits for no longer than its time allows; a write still waiting then commits nothing, and
+the thread ends by itself once SQLite gives up. A call whose time is spent (its deadline came,
+or its look-ups used the 5 s) still gives its write one attempt that waits for no lock
+(:data:`NO_WAIT`), so a call answered at its deadline is still logged when its log is free.
+A look-up with no time left is a miss.
 """
 
 from __future__ import annotations
@@ -18,9 +28,10 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ._records import searchable, storable
 from ._schema import (
@@ -32,12 +43,16 @@ from ._schema import (
     open_connection,
 )
 
-__all__ = ["IDLE", "MAX_BUSY", "LogFile", "warn_once"]
+__all__ = ["IDLE", "MAX_BUSY", "NO_WAIT", "LogBusy", "LogFile", "LogWait", "warn_once"]
 
 logger = logging.getLogger("ollm_lite.call_log")
 
-#: The longest a write waits for a busy log (seconds).
+#: The longest a call waits for its log, look-ups and write together (seconds).
 MAX_BUSY = 5.0
+#: What a write gets once its call's time is spent: one attempt that waits for no lock,
+#: given at most this long (seconds): a write takes a millisecond or two, the first one into a
+#: new file some tens of milliseconds (the schema and its fsyncs).
+NO_WAIT = 0.5
 #: The most idle connections a client keeps open to its log.
 IDLE = 4
 
@@ -77,6 +92,67 @@ _INSERT_TURN = (
     "INSERT INTO turns (call_id, number, request, answer, cache_key, ok, cached) "
     "VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+
+
+_T = TypeVar("_T")
+
+
+class LogBusy(sqlite3.OperationalError):
+    """The log stayed busy for all the time the call could give it."""
+
+
+class LogWait:
+    """The time one call may still spend waiting for its log: :data:`MAX_BUSY` seconds in
+    all (its cache look-ups and its write together), never past its ``deadline`` (a
+    ``time.monotonic()`` value, or ``None``)."""
+
+    def __init__(self, deadline: float | None = None) -> None:
+        self.deadline = deadline
+        self.spent = 0.0
+
+    def __repr__(self) -> str:
+        return f"LogWait(deadline={self.deadline!r}, spent={self.spent:.3f})"
+
+    def left(self) -> float:
+        """The seconds left (never below 0)."""
+        left = MAX_BUSY - self.spent
+        if self.deadline is not None:
+            left = min(left, self.deadline - time.monotonic())
+        return max(0.0, left)
+
+    @contextlib.contextmanager
+    def spending(self) -> Iterator[float]:
+        """The seconds left for one look-up or write; the time it takes is spent."""
+        started = time.monotonic()
+        try:
+            yield self.left()
+        finally:
+            self.spent += time.monotonic() - started
+
+
+class _Attempt:
+    """One look-up or write on its thread, and whether the call waiting for it gave up.
+
+    The two sides decide under a lock who has the last word: the thread commits only if the
+    call has not given up, and the call gives up only if the thread is not committing (a
+    commit under way is waited for: the row is in the log, as the call will say)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._given_up = False
+        self._committing = False
+
+    def may_commit(self) -> bool:
+        """For the thread, just before ``COMMIT``: ``False`` once the call gave up."""
+        with self._lock:
+            self._committing = not self._given_up
+            return self._committing
+
+    def give_up(self) -> bool:
+        """For the call: ``False`` when the thread is already committing."""
+        with self._lock:
+            self._given_up = not self._committing
+            return self._given_up
 
 
 class LogFile:
@@ -154,33 +230,89 @@ class LogFile:
         for db, _ in idle:
             _close(db)
 
+    def run(
+        self,
+        work: Callable[[sqlite3.Connection, _Attempt], _T],
+        wait: LogWait,
+        *,
+        last_try: bool = False,
+    ) -> _T:
+        """``work`` done on a pooled connection, on a thread of its own, waited for no longer
+        than ``wait`` allows (what the call has spent on its log so far counts). With less
+        time left, ``last_try`` still makes one attempt that waits for no lock
+        (:data:`NO_WAIT`).
+
+        Raises:
+            LogBusy: the time ran out first (``work`` gives up: it commits nothing).
+            sqlite3.Error, OSError, NewerSchema: the log cannot be opened or ``work`` failed.
+        """
+        with wait.spending() as budget:
+            patience = max(budget, NO_WAIT) if last_try else budget
+            if patience <= 0:
+                raise LogBusy("the call's time for its log is spent")
+            attempt = _Attempt()
+            outcome: list[tuple[bool, Any]] = []
+
+            def attempt_work() -> None:
+                try:
+                    with self.connection(budget) as db:
+                        outcome.append((True, work(db, attempt)))
+                except BaseException as exc:  # handed to the caller, never a thread traceback
+                    outcome.append((False, exc))
+
+            thread = threading.Thread(target=attempt_work, name="ollm-lite call log", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no new thread (the interpreter is shutting down): in line
+                attempt_work()
+            else:
+                try:
+                    thread.join(patience)
+                except BaseException:
+                    attempt.give_up()
+                    raise
+                if thread.is_alive():
+                    if attempt.give_up():
+                        raise LogBusy(f"the log was busy for all of the {budget:.1f} s left")
+                    thread.join()  # a commit under way: short, and its row is in the log
+        done, value = outcome[0]
+        if not done:
+            raise value
+        result: _T = value
+        return result
+
     def write(
         self,
         row: dict[str, Any],
         turns: list[tuple[Any, ...]],
         search: tuple[str, str],
-        budget: float,
+        wait: LogWait,
     ) -> bool:
-        """Commit one call; ``False`` (after a warning, once) when the log cannot take it."""
-        budget = max(0.0, min(MAX_BUSY, budget))
+        """Commit one call; ``False`` (after a warning, once) when the log cannot take it in
+        the time ``wait`` leaves."""
+
+        def insert(db: sqlite3.Connection, attempt: _Attempt) -> None:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                # another process may have upgraded the file since this connection opened
+                if check_version(db) != len(MIGRATIONS):
+                    raise sqlite3.DatabaseError("its schema changed while it was open")
+                cursor = db.execute(_INSERT_CALL, [storable(row[c]) for c in _CALL_COLUMNS])
+                db.executemany(_INSERT_TURN, turns)
+                db.execute(
+                    "INSERT INTO calls_fts (rowid, prompt, answer) VALUES (?, ?, ?)",
+                    (cursor.lastrowid, *map(searchable, search)),
+                )
+                if not attempt.may_commit():
+                    raise LogBusy("the call stopped waiting for the log")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
         try:
-            with self.connection(budget) as db:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    # another process may have upgraded the file since this connection opened
-                    if check_version(db) != len(MIGRATIONS):
-                        raise sqlite3.DatabaseError("its schema changed while it was open")
-                    cursor = db.execute(_INSERT_CALL, [storable(row[c]) for c in _CALL_COLUMNS])
-                    db.executemany(_INSERT_TURN, turns)
-                    db.execute(
-                        "INSERT INTO calls_fts (rowid, prompt, answer) VALUES (?, ?, ?)",
-                        (cursor.lastrowid, *map(searchable, search)),
-                    )
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
+            self.run(insert, wait, last_try=True)
         except Exception as exc:  # sqlite3.Error, OSError, NewerSchema … never the caller's
             warn_once(self.path, exc)
             return False

@@ -53,6 +53,12 @@ class CallSettings:
     external_tools: tuple[ToolSchema, ...] = ()
     recorder: Any = field(default=None, compare=False, repr=False)
 
+    def __repr__(self) -> str:
+        """Every field but the recorder; header values (secrets) shown as ``***``."""
+        from ..http.secrets import headers_masked_repr
+
+        return headers_masked_repr(self)
+
     def remaining(self) -> float | None:
         """Seconds left before the deadline (``None``: no deadline; may be <= 0)."""
         return None if self.deadline is None else self.deadline - time.monotonic()

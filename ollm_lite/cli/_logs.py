@@ -103,6 +103,12 @@ def _path(ctx: Context) -> Path:
     return log_path(None, ctx.config)
 
 
+def _exists(ctx: Context) -> bool:
+    from ..call_log._reader import log_exists
+
+    return log_exists(_path(ctx))  # a FIFO or a path that cannot be looked at: ConfigError
+
+
 def _open(ctx: Context) -> CallLog:
     from ..call_log._reader import CallLog
 
@@ -110,7 +116,7 @@ def _open(ctx: Context) -> CallLog:
 
 
 def _nothing_yet(ctx: Context) -> bool:
-    if _path(ctx).exists():
+    if _exists(ctx):
         return False
     ctx.out.write(
         f"nothing is logged yet ({_path(ctx)} does not exist); turn it on: ollm-lite logs on\n"
@@ -126,7 +132,7 @@ def _one_line(text: str, limit: int = 60) -> str:
 def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     from ..call_log._records import call_to_json
 
-    if not _path(ctx).exists():
+    if not _exists(ctx):
         if args.json:
             emit_json(ctx.out, [])
             return EXIT_OK
@@ -165,7 +171,7 @@ def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 def _cmd_show(args: argparse.Namespace, ctx: Context) -> int:
     from ..call_log._records import call_to_json
 
-    if not _path(ctx).exists():
+    if not _exists(ctx):
         raise UsageError(f"no call {args.id!r}: nothing is logged yet")
     with _open(ctx) as log:
         try:
@@ -208,7 +214,7 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
 
     _no_model_filter(args, "stats", "sums every model (its rows are per model with --by model)")
 
-    if not _path(ctx).exists():
+    if not _exists(ctx):
         if args.json:
             emit_json(ctx.out, [])
         else:
@@ -240,7 +246,7 @@ def _tokens(count: int, estimated: bool) -> str:
 
 def _cmd_prune(args: argparse.Namespace, ctx: Context) -> int:
     _no_model_filter(args, "prune", "removes every model's calls older than the age given")
-    if not _path(ctx).exists():
+    if not _exists(ctx):
         ctx.say("nothing is logged yet: nothing to prune")
         return EXIT_OK
     with _open(ctx) as log:

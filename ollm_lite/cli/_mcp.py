@@ -39,8 +39,10 @@ __all__ = [
     "parse_names",
 ]
 
-#: How long ``mcp login`` waits for a person to finish signing in (seconds).
-LOGIN_TIMEOUT_S = 600.0
+#: How long the machine's part of ``mcp login`` (discovery, registration, the token
+#: requests) may take, in seconds, beyond the person's own bound
+#: (:data:`ollm_lite.mcp.auth.flow.SIGN_IN_TIMEOUT_S`, 10 minutes).
+LOGIN_TIMEOUT_S = 120.0
 
 
 class UnknownMcpServer(ConfigError):
@@ -152,7 +154,7 @@ def login(name: str, config: Config, err: TextIO) -> int:
     from .._cancel_link import LinkedEvent
     from ..http.secrets import Redactor
     from ..http.urls import split_userinfo
-    from ..mcp.auth.flow import Authorizer
+    from ..mcp.auth.flow import SIGN_IN_TIMEOUT_S, Authorizer
     from ..mcp.server import configured_auth
 
     entry = _auth_entry(name, config)
@@ -162,7 +164,8 @@ def login(name: str, config: Config, err: TextIO) -> int:
     label = f"MCP server {name!r} at {url}"
     redact = Redactor(entry.headers.values() if isinstance(entry.headers, dict) else ())
     authorizer = Authorizer(auth, url, label=label, redact=redact)
-    stop = LinkedEvent(threading.Event(), deadline=time.monotonic() + LOGIN_TIMEOUT_S)
+    bound = LOGIN_TIMEOUT_S + SIGN_IN_TIMEOUT_S
+    stop = LinkedEvent(threading.Event(), deadline=time.monotonic() + bound)
     failure: OllmError | None = None
     try:
         authorizer.sign_in(stop)

@@ -50,6 +50,9 @@ class Call:
     settings: CallSettings
     loop: ChatCall
     """The :class:`~ollm_lite.chat._loop.ChatLoop` keywords this call sets."""
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    """Secrets earlier calls left in :attr:`history` (a ``Session``'s header values and MCP
+    secrets): the call log masks them in this call's record too."""
 
 
 def prepare_call(defaults: Mapping[str, Any], inputs: CallInputs) -> Call:

@@ -6,6 +6,8 @@ server's ``headers``) and of every ``env`` entry it gives an MCP server. :class:
 replaces them with ``***`` wherever the library writes text: exception messages, details and
 the exceptions they are chained to, log records, the CLI's output, batch files (configuration
 display uses it too). Values shorter than :data:`MIN_SECRET` characters are not masked.
+:func:`headers_masked_repr` is the ``repr`` of a value that carries headers (a request, a
+call's settings): every field shown, every header value as ``***``.
 :func:`check_sendable` refuses, before any request, a key or header value that no HTTP header
 can carry, without quoting it.
 """
@@ -14,13 +16,21 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..errors import ConfigError, OllmError
 
-__all__ = ["MIN_SECRET", "Redactor", "basic_token", "check_sendable", "unsendable"]
+__all__ = [
+    "MIN_SECRET",
+    "Redactor",
+    "basic_token",
+    "check_sendable",
+    "headers_masked_repr",
+    "unsendable",
+]
 
 #: Shorter "keys" are not masked inside other text (they would garble ordinary words); the
 #: one threshold for every message the library builds, configuration display included.
@@ -222,3 +232,28 @@ def basic_token(user: str, password: str) -> str:
     """The ``Authorization: Basic`` token of ``user``/``password`` (masked like a key: a
     server echoing the request's headers must not show it)."""
     return base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
+def headers_masked_repr(value: Any) -> str:
+    """The dataclass ``repr`` of ``value`` with its ``headers`` values shown as ``***``,
+    and masked wherever else the text quotes them (a message echoing one)."""
+    headers = getattr(value, "headers", None)
+    shown: Any = headers
+    secrets: list[str] = []
+    if isinstance(headers, Mapping):
+        shown = dict.fromkeys(headers, "***")
+        secrets = [s for v in headers.values() if isinstance(v, str) for s in _repr_spellings(v)]
+    elif headers:
+        shown = "***"
+    fields = ", ".join(
+        f"{f.name}={shown if f.name == 'headers' else getattr(value, f.name)!r}"
+        for f in dataclasses.fields(value)
+        if f.repr
+    )
+    return Redactor(secrets)(f"{type(value).__qualname__}({fields})")
+
+
+def _repr_spellings(value: str) -> set[str]:
+    """``value`` as ``repr`` may write it inside a longer string (escaped, either quote)."""
+    inner = repr(value)[1:-1]
+    return {value, inner, inner.replace("\\'", "'"), inner.replace("'", "\\'")}

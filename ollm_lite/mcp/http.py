@@ -27,7 +27,9 @@ With ``auth`` (:class:`~ollm_lite.mcp.auth.McpAuth`) every HTTP request of the t
 (POSTs, the listening and resuming GETs, the closing DELETE) carries the token of
 :mod:`ollm_lite.mcp.auth` as ``Authorization: Bearer``; a ``401`` signs in (or refreshes) and a
 ``403 insufficient_scope`` steps up, each once per request, then the request is sent again,
-all within the request's stop event (the call's deadline and cancel). Without ``auth``, a 401
+all within the request's stop event (the call's deadline and cancel; the time a person takes
+to sign in is bounded on its own and not counted, :meth:`HttpTransport.person_seconds`).
+Without ``auth``, a 401
 carrying a Bearer challenge is an ``AuthenticationError`` saying that the server requires
 sign-in.
 
@@ -150,6 +152,11 @@ class HttpTransport:
 
             self._auth = Authorizer(auth, self.url, label=self._named, redact=self.redact)
 
+    def person_seconds(self) -> float:
+        """Seconds spent so far waiting on a person signing in (see
+        :meth:`~ollm_lite.mcp.auth.flow.Authorizer.person_seconds`)."""
+        return self._auth.person_seconds() if self._auth is not None else 0.0
+
     def start(self, on_message: OnMessage, on_close: OnClose) -> None:
         """Remember the callbacks; the first POST (``initialize``) opens the connection."""
         self._on_message = on_message
@@ -254,6 +261,8 @@ class HttpTransport:
             if status not in (401, 403):
                 raise failure
             if status in retried:
+                if status == 403 and self._auth is not None:
+                    self._auth.step_up_refused(failure.details.get("www_authenticate"))
                 raise self._refused(failure)
             if self._auth is None:
                 raise self._sign_in_required(failure)

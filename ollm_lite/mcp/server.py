@@ -148,8 +148,9 @@ class McpServer:
                 (:meth:`McpAuth.login`, :meth:`McpAuth.client_credentials`); the tokens are
                 stored and refreshed (see ``docs/mcp.md``, "Signing in").
             timeout: Seconds each tool call may take.
-            start_timeout: Seconds for the ``initialize`` handshake (a sign-in it needs
-                included).
+            start_timeout: Seconds for the ``initialize`` handshake, the machine's part of a
+                sign-in it needs included; a person signing in in the browser has up to
+                10 minutes of their own (``docs/mcp.md``, "Signing in").
             max_message_bytes: Largest message accepted (64 MiB).
 
         Raises:

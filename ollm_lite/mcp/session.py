@@ -306,13 +306,26 @@ class McpSession:
         cancellable: bool,
     ) -> None:
         deadline = time.monotonic() + timeout
+        waited = self._person_seconds()
         while not pending.done.wait(min(_POLL_S, max(0.0, deadline - time.monotonic()))):
             if cancel is not None and cancel.is_set():
                 self._abandon(rid, "cancelled by the client", cancellable)
                 raise Cancelled(f"{pending.method} to {self.label} was cancelled")
             if time.monotonic() >= deadline:
+                # A person signing in meanwhile is bounded by the sign-in's own limit:
+                # ``timeout`` counts the machine's time only.
+                person = self._person_seconds() - waited
+                if person > 0:
+                    deadline, waited = deadline + person, waited + person
+                    continue
                 self._abandon(rid, f"no answer within {timeout:g} s", cancellable)
                 raise self._timeout_error(pending.method, timeout)
+
+    def _person_seconds(self) -> float:
+        """Seconds the transport has spent waiting on a person signing in (0 for a transport
+        that never signs in)."""
+        clock = getattr(self.transport, "person_seconds", None)
+        return float(clock()) if callable(clock) else 0.0
 
     def _timeout_error(self, method: str, timeout: float) -> OllmError:
         if self._garbage is not None and method == "initialize":

@@ -82,6 +82,12 @@ class ProviderRequest:
     headers: dict[str, str] = field(default_factory=dict)
     """Extra HTTP headers for this request only."""
 
+    def __repr__(self) -> str:
+        """Every field; header values are secrets, shown (and masked where quoted) as ``***``."""
+        from ..http.secrets import headers_masked_repr
+
+        return headers_masked_repr(self)
+
 
 # --------------------------------------------------------------------------- results
 

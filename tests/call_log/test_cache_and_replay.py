@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from support import ollama_support as oll
 from support.log_support import logged, logging_client
 
 import ollm_lite
@@ -127,3 +128,37 @@ def test_from_log_replays_the_turns_oldest_call_first(tmp_path: Path) -> None:
     assert [r.messages[-1].text for r in replay.requests][:2] == ["Hi", "Weather in Oslo?"]
     again = ScriptedProvider.from_log(list(reversed(calls)))
     assert script(ollm_lite.connect(again, model="m")) == original
+
+
+def test_two_deployments_behind_one_gateway_never_share_answers(tmp_path: Path) -> None:
+    """The cache keys on the base URL whole: ``/team-a`` and ``/team-b`` on one port are two
+    servers; the same path again (credentials aside) is the same one. The ``host`` column
+    stays ``scheme://host:port``."""
+    path = tmp_path / "logs.db"
+    routes = {
+        ("POST", "/team-a/api/chat"): oll.stream(oll.text_transcript(words=["from ", "A"])),
+        ("POST", "/team-b/api/chat"): oll.stream(oll.text_transcript(words=["from ", "B"])),
+    }
+    with oll.serve(routes) as server:
+        answers = []
+        for team in ("team-a", "team-b", "team-a", "team-b/"):
+            host = server.url.replace("http://", "http://user:pw@") + f"/{team}"
+            llm = ollm_lite.connect("local", host=host, model="llama3.2", log=str(path), cache=True)
+            answers.append(llm.ask("Who are you?"))
+            llm.close()
+        sent = [r.path for r in server.requests if r.path.endswith("/api/chat")]
+    assert answers == ["from A", "from B", "from A", "from B"]
+    assert sent == ["/team-a/api/chat", "/team-b/api/chat"]
+    calls = logged(path)
+    assert [c.cached for c in calls] == [False, False, True, True]
+    assert {c.host for c in calls} == {server.url}
+
+
+def test_a_fleet_is_the_same_set_of_base_urls_in_any_order() -> None:
+    from ollm_lite.call_log._cache import servers
+
+    one = servers("http://gw:8000/team-a, https://other/v")
+    assert one == servers("https://OTHER:443/v/, http://u:p@gw:8000/team-a")
+    assert one != servers("http://gw:8000/team-b, https://other/v")
+    assert servers("http://gw:8000") == ["http://gw:8000"]  # a bare host keys as it always did
+    assert servers(None) == servers("") == [""]

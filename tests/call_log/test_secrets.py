@@ -4,20 +4,18 @@ also inside error messages and answers that echo them. A canary grep of the file
 from __future__ import annotations
 
 import json
-import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 from support import ollama_support as oll
+from support.echo_mcp import echo_mcp_server
 from support.log_support import file_bytes, logged, logging_client
+from support.secret_scan import stored_strings
 
 import ollm_lite
-from ollm_lite import FinishEvent, ToolCall, ToolCallEvent
+from ollm_lite import FinishEvent, ScriptedProvider, ToolCall, ToolCallEvent
 
 KEY = "sk-canary-KEY-7f3a9c1e5b"
 HEADER = "hdr-canary-VALUE-2d8e4f"
@@ -86,95 +84,13 @@ SERVER_ENV = "mcp-code-ENV-5e1b7c"
 SERVER_HEADER = "mcp-code-HEADER-3f9a0d"
 CALL_HEADER = "conn-canary-HEADER-6d2b8e"
 
-#: A stdio MCP server whose one tool, ``whoami``, answers with its ``TOKEN`` variable.
-ECHO_ENV = r"""
-import json, os, sys
-def send(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-for line in sys.stdin:
-    msg = json.loads(line)
-    method, rid = msg.get("method"), msg.get("id")
-    if method == "initialize":
-        send({"jsonrpc": "2.0", "id": rid, "result": {
-            "protocolVersion": msg["params"]["protocolVersion"],
-            "capabilities": {"tools": {}}, "serverInfo": {"name": "echo", "version": "1"}}})
-    elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": rid, "result": {"tools": [
-            {"name": "whoami", "inputSchema": {"type": "object"}}]}})
-    elif method == "tools/call":
-        text = "token " + os.environ["TOKEN"]
-        send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": text}]}})
-    elif rid is not None:
-        send({"jsonrpc": "2.0", "id": rid, "result": {}})
-"""
-
-
-@contextmanager
-def _echo_headers_server() -> Iterator[str]:
-    """A loopback MCP endpoint (streamable HTTP, JSON answers) whose one tool, ``whoami``,
-    answers with the ``X-Token`` header it was sent."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_GET(self) -> None:
-            self._answer(405, None)
-
-        def do_DELETE(self) -> None:
-            self._answer(405, None)
-
-        def do_POST(self) -> None:
-            msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-            if "id" not in msg:
-                return self._answer(202, None)
-            result: dict[str, Any] = {}
-            if msg["method"] == "initialize":
-                result = {
-                    "protocolVersion": msg["params"]["protocolVersion"],
-                    "capabilities": {"tools": {}},
-                    "serverInfo": {"name": "web", "version": "1"},
-                }
-            elif msg["method"] == "tools/list":
-                result = {"tools": [{"name": "whoami", "inputSchema": {"type": "object"}}]}
-            elif msg["method"] == "tools/call":
-                said = f"token {self.headers.get('X-Token')}"
-                result = {"content": [{"type": "text", "text": said}]}
-            self._answer(200, {"jsonrpc": "2.0", "id": msg["id"], "result": result})
-
-        def _answer(self, code: int, obj: Any) -> None:
-            raw = b"" if obj is None else json.dumps(obj).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            self.end_headers()
-            self.wfile.write(raw)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(5)
-
 
 @contextmanager
 def _server(kind: str) -> Iterator[tuple[ollm_lite.McpServer, str]]:
     """An MCP server built in code (not configured) whose ``whoami`` tool echoes its secret."""
-    if kind == "stdio":
-        command = [sys.executable, "-c", ECHO_ENV]
-        with ollm_lite.McpServer.stdio(command, env={"TOKEN": SERVER_ENV}) as server:
-            yield server, SERVER_ENV
-    else:
-        with _echo_headers_server() as url:
-            with ollm_lite.McpServer.http(url, headers={"X-Token": SERVER_HEADER}) as server:
-                yield server, SERVER_HEADER
+    secret = SERVER_ENV if kind == "stdio" else SERVER_HEADER
+    with echo_mcp_server(kind, secret) as server:
+        yield server, secret
 
 
 @pytest.mark.parametrize("kind", ["stdio", "http"])
@@ -203,3 +119,147 @@ def test_secrets_of_an_mcp_server_built_in_code_reach_neither_file(
         assert canary.encode() not in data, canary
     assert "***" in logged_call.text and "***" in str(logged_call.tool_results[0].data)
     assert logged_call.messages[-1]["content"] == "who am I? (***, ***)"
+
+
+ESCAPED = "sk-esc/aped-KEY-é4b1"
+
+
+def test_a_key_echoed_in_usage_is_stored_masked(tmp_path: Path) -> None:
+    """A server copying the ``Authorization`` header into its usage figures: the ``usage``
+    column (and the turn's answer) hold it masked; the caller's ``Reply.usage`` is as sent."""
+    path = tmp_path / "logs.db"
+    details = {"prompt_tokens_details": {"authorization": f"Bearer {KEY}"}}
+    turn = [ollm_lite.TextEvent("hi"), FinishEvent("stop", ollm_lite.Usage(3, 1, 4, details))]
+    llm, _ = logging_client(path, turn, headers={"Authorization": f"Bearer {KEY}"})
+    reply = llm.run("hello")
+    llm.close()
+    assert KEY in json.dumps(reply.usage.extra if reply.usage else {})
+    [call] = logged(path)
+    assert KEY.encode() not in file_bytes(path)
+    assert call.usage is not None and call.usage.prompt_tokens == 3
+    assert "***" in json.dumps(call.usage.extra)
+
+
+@pytest.mark.parametrize(
+    "spelled",
+    [
+        ESCAPED.replace("/", "\\/"),
+        json.dumps(ESCAPED)[1:-1],
+        json.dumps(ESCAPED)[1:-1].replace("/", "\\/"),
+    ],
+    ids=["slash", "ascii", "both"],
+)
+def test_a_key_escaped_in_tool_arguments_reads_back_masked(tmp_path: Path, spelled: str) -> None:
+    """Tool arguments spelling the key with JSON escapes (``\\/``, ``\\u00e9``): what the log
+    gives back — the parsed ``args`` as well as the raw ``arguments`` — holds it masked."""
+    path = tmp_path / "logs.db"
+    call = ToolCall.from_arguments("c1", "lookup", '{"q": "' + spelled + '"}')
+    assert call.args == {"q": ESCAPED}
+    llm, _ = logging_client(
+        path, [ToolCallEvent(call), FinishEvent("tool")], headers={"X-Key": ESCAPED}
+    )
+    external = {"type": "function", "function": {"name": "lookup", "parameters": {}}}
+    reply = llm.run("look it up", tools=[external])
+    llm.close()
+    assert reply.tool_calls[0].args == {"q": ESCAPED}  # the caller's own, unchanged
+    [logged_call] = logged(path)
+    assert logged_call.tool_calls[0].args == {"q": "***"}
+    assert all(ESCAPED not in s for s in stored_strings(path))
+    assert ESCAPED not in repr(logged_call)
+
+
+def test_a_session_keeps_masking_a_call_header_in_later_calls(tmp_path: Path) -> None:
+    """Call 1 is handed ``headers=`` and its answer echoes the value; calls 2 and 3 are
+    handed nothing, yet their records (which carry call 1's answer in their messages) and the
+    saved session hold it masked. The live history keeps the answer as it came."""
+    path, saved = tmp_path / "logs.db", tmp_path / "chat.json"
+    llm, _ = logging_client(path, f"you sent {CALL_HEADER}", "noted", "still noted")
+    chat = llm.session()
+    chat.ask("what did I send?", headers={"X-Trace": CALL_HEADER})
+    chat.ask("and now?")
+    list(chat.stream("once more"))
+    chat.save(saved)
+    llm.close()
+    assert CALL_HEADER in chat.messages[1].text
+    assert CALL_HEADER.encode() not in file_bytes(path)
+    _, second, third = logged(path)
+    assert second.messages[1]["content"] == "you sent ***" == third.messages[1]["content"]
+    assert CALL_HEADER not in saved.read_text("utf-8")
+    assert CALL_HEADER not in repr(chat)
+    loaded = ollm_lite.load_session(saved, llm)
+    assert loaded.messages[1].text == "you sent ***"
+    assert loaded.session_id == chat.session_id
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+def test_a_session_keeps_masking_an_mcp_secret_in_later_calls(kind: str, tmp_path: Path) -> None:
+    """Call 1 runs an MCP tool whose result echoes the server's ``env``/``headers`` value;
+    call 2 is given no tools: its record (the tool result is in its messages) masks it."""
+    path, saved = tmp_path / "logs.db", tmp_path / "chat.json"
+    with _server(kind) as (server, secret):
+        call = ToolCall.from_arguments("c1", "whoami", {})
+        llm, _ = logging_client(path, [ToolCallEvent(call), FinishEvent("tool")], "ok", "fine")
+        chat = llm.session()
+        chat.run("who am I?", tools=server.tools())
+        chat.ask("and?")
+        chat.save(saved)
+        llm.close()
+    assert any(secret in m.text for m in chat.messages)  # in memory, as the tool said
+    assert secret.encode() not in file_bytes(path)
+    _, second = logged(path)
+    assert any("token ***" in str(m["content"]) for m in second.messages)
+    assert secret not in saved.read_text("utf-8")
+
+
+def test_a_strict_replay_of_a_history_carrying_a_secret_replays(tmp_path: Path) -> None:
+    """The log holds a tool result echoing an MCP server's secret masked; replaying the same
+    script strictly, the live request (which carries the secret again) is the logged one."""
+    path = tmp_path / "logs.db"
+    with _server("http") as (server, _):
+        call = ToolCall.from_arguments("c1", "whoami", {})
+        llm, _ = logging_client(path, [ToolCallEvent(call), FinishEvent("tool")], "ok", "fine")
+        chat = llm.session()
+        chat.run("who am I?", tools=server.tools(), headers={"X-Trace": CALL_HEADER})
+        chat.ask(f"and {CALL_HEADER}?")
+        llm.close()
+        replay = ollm_lite.ScriptedProvider.from_log(logged(path))
+        again = ollm_lite.connect(replay, model="m").session()
+        again.run("who am I?", tools=server.tools(), headers={"X-Trace": CALL_HEADER})
+        assert again.ask(f"and {CALL_HEADER}?") == "fine"
+
+
+def test_a_strict_replay_that_differs_does_not_quote_a_header_value(tmp_path: Path) -> None:
+    path = tmp_path / "logs.db"
+    llm, _ = logging_client(path, "hi")
+    llm.ask("hello")
+    llm.close()
+    replay = ollm_lite.ScriptedProvider.from_log(logged(path))
+    with pytest.raises(ollm_lite.ConfigError) as caught:
+        ollm_lite.connect(replay, model="m").ask(
+            f"hello {CALL_HEADER}", headers={"X-Trace": CALL_HEADER}
+        )
+    assert "messages[0]" in caught.value.message and CALL_HEADER not in caught.value.message
+
+
+def test_a_saved_session_masks_the_clients_secrets_and_leaves_out_a_block_quoting_one(
+    tmp_path: Path,
+) -> None:
+    """A session given its history in code, on a client with a default header: the saved
+    file masks the value in the text, keeps a clean thinking block as it was, and leaves out
+    one whose text quotes the value (masking it would break its signature)."""
+    from ollm_lite.types import Message, ProviderBlock
+
+    clean = ProviderBlock("anthropic", {"type": "thinking", "thinking": "hm", "signature": "s1"})
+    quoting = ProviderBlock("anthropic", {"type": "thinking", "thinking": CALL_HEADER})
+    history = [
+        Message.user("what did I send?"),
+        Message("assistant", [ollm_lite.TextPart(f"you sent {CALL_HEADER}")],
+                provider_blocks=(clean, quoting)),
+    ]  # fmt: skip
+    saved = tmp_path / "chat.json"
+    with ollm_lite.connect(ScriptedProvider([]), model="m", headers={"X": CALL_HEADER}) as llm:
+        ollm_lite.Session(llm, messages=history).save(saved)
+        loaded = ollm_lite.load_session(saved, llm)
+    assert CALL_HEADER not in saved.read_text("utf-8")
+    assert loaded.messages[1].text == "you sent ***"
+    assert loaded.messages[1].provider_blocks == (clean,)

@@ -99,6 +99,11 @@ def test_token_endpoint_authentication(
     assert choose_auth_method(listed, secret, registered) == chosen
 
 
+@pytest.mark.parametrize(("secret", "chosen"), [(True, "client_secret_basic"), (False, "none")])
+def test_an_empty_list_of_methods_is_none_listed(secret: bool, chosen: str) -> None:
+    assert choose_auth_method([], secret, None) == chosen
+
+
 def test_only_key_based_methods_listed_is_refused() -> None:
     with pytest.raises(AuthenticationError, match="private_key_jwt"):
         choose_auth_method(["private_key_jwt"], True, None)
@@ -116,3 +121,10 @@ def test_pkce_s256_and_fresh_values() -> None:
 def test_union_of_scopes_keeps_order_once() -> None:
     assert union_scopes("a b", None, "b c") == "a b c"
     assert union_scopes(None, "") is None
+
+
+def test_the_redirect_keeps_its_code_out_of_repr() -> None:
+    from ollm_lite.mcp.auth.listener import Redirect
+
+    got = Redirect("the~code", "st", None, None, "https://as.example")
+    assert "the~code" not in repr(got) and "st" in repr(got)

@@ -66,6 +66,17 @@ class OAuthWorld:
     """The authorization code to issue (else a random one)."""
     wrong_state: bool = False
     deny: bool = False
+    iss: str | None = None
+    """The ``iss`` it adds to its redirect (RFC 9207): ``"issuer"`` for its own issuer."""
+    iss_supported: bool = False
+    """Whether its metadata says ``authorization_response_iss_parameter_supported``."""
+    echo_scope: bool = True
+    """Whether its token answers name the scope granted (RFC 6749 §5.1: optional when it is
+    the one asked for)."""
+    pkce_methods: list[str] = field(default_factory=lambda: ["S256"])
+    """Its ``code_challenge_methods_supported``."""
+    prm_path: str | None = None
+    """Publish the resource metadata only there (named by the challenge alone)."""
     withheld: set[str] = field(default_factory=set)
     """Scopes never granted, whatever is asked."""
     open_paths: set[str] = field(default_factory=set)
@@ -144,7 +155,10 @@ class _Handler(BaseHTTPRequestHandler):
         seen = self._record()
         world = self.server.world
         base = world.base
-        if seen.path.startswith("/.well-known/oauth-protected-resource") and world.prm:
+        prm_at = seen.path == world.prm_path
+        if world.prm_path is None:
+            prm_at = seen.path.startswith("/.well-known/oauth-protected-resource")
+        if prm_at and world.prm:
             doc: dict[str, Any] = {
                 "resource": world.prm_resource or f"{base}/mcp",
                 "authorization_servers": [base],
@@ -157,10 +171,12 @@ class _Handler(BaseHTTPRequestHandler):
                 "issuer": base,
                 "authorization_endpoint": f"{base}/authorize",
                 "token_endpoint": f"{base}/token",
-                "code_challenge_methods_supported": ["S256"],
+                "code_challenge_methods_supported": world.pkce_methods,
             }
             if world.registration:
                 meta["registration_endpoint"] = f"{base}/register"
+            if world.iss_supported:
+                meta["authorization_response_iss_parameter_supported"] = True
             if world.auth_methods is not None:
                 meta["token_endpoint_auth_methods_supported"] = world.auth_methods
             self._answer(200, meta)
@@ -202,6 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
                 world.codes[code] = q
             state = "forged" if world.wrong_state else q.get("state", "")
             args = {"code": code, "state": state}
+        if world.iss is not None:
+            args["iss"] = world.base if world.iss == "issuer" else world.iss
         self.send_response(302)
         self.send_header("Location", f"{target}?{urlencode(args)}")
         self.send_header("Content-Length", "0")
@@ -275,7 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
                 answer["refresh_token"] = refresh
         if world.expires_in is not None:
             answer["expires_in"] = world.expires_in
-        if scope:
+        if scope and world.echo_scope:
             answer["scope"] = scope
         self._answer(200, answer)
 
@@ -288,7 +306,8 @@ class _Handler(BaseHTTPRequestHandler):
             token = auth[7:] if auth.startswith("Bearer ") else None
             with world.lock:
                 scopes = world.tokens.get(token) if token else None
-            params = [f'resource_metadata="{world.base}/.well-known/oauth-protected-resource/mcp"']
+            prm = world.prm_path or "/.well-known/oauth-protected-resource/mcp"
+            params = [f'resource_metadata="{world.base}{prm}"']
             if not world.prm:
                 params = ['error="invalid_token"']
             if scopes is None or world.reject_tokens:

@@ -18,20 +18,28 @@ Scope, first that applies: the one given, the challenge's ``scope``, the resourc
 ``scopes_supported``; else none is sent. Every step follows the call's ``stop`` event (its
 deadline and cancel). Concurrent requests share one sign-in: a thread that finds a newer
 token than the one its server refused uses it.
+
+A person's time is not the machine's: from the moment the authorization URL is shown until the
+redirect arrives, the wait is bounded by :data:`SIGN_IN_TIMEOUT_S` (the caller's cancel still
+ends it at once), not by the request's deadline, and :meth:`Authorizer.person_seconds` tells
+the session how long it waited on a person, so that ``start_timeout`` and a tool call's
+``timeout`` count only the machine's part.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
 import time
 import webbrowser
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
 
 from ..._cancel_link import past_deadline
-from ...errors import AuthenticationError, Cancelled
+from ...errors import AuthenticationError, Cancelled, RequestTimeout
 from ...http.secrets import Redactor
 from .challenge import Challenge, parse_challenge
 from .credentials import McpAuth
@@ -49,6 +57,9 @@ logger = logging.getLogger(__name__)
 
 #: A token expiring within this many seconds is refreshed before it is sent.
 EXPIRY_MARGIN_S = 60.0
+#: The longest a person may take to sign in, from the authorization URL shown to the redirect
+#: (the same for ``ollm-lite mcp login`` and a sign-in started from code).
+SIGN_IN_TIMEOUT_S = 600.0
 _POLL_S = 0.02
 
 
@@ -90,11 +101,22 @@ class Authorizer:
         self._entry: dict[str, Any] | None = None
         self._asked: str | None = None
         self._lock = threading.Lock()
+        self._refused: set[str] = set()
+        self._person_lock = threading.Lock()
+        self._person_total = 0.0
+        self._person_since: float | None = None
         if auth.client_secret:
             redact.add([auth.client_secret])
 
     def close(self) -> None:
         self._wire.close()
+
+    def person_seconds(self) -> float:
+        """Seconds spent so far waiting on a person signing in (the current wait included)."""
+        with self._person_lock:
+            since = self._person_since
+            ongoing = time.monotonic() - since if since is not None else 0.0
+            return self._person_total + ongoing
 
     # ------------------------------------------------------------------ the transport's calls
 
@@ -149,6 +171,14 @@ class Authorizer:
         challenge = parse_challenge(www_authenticate)
         if challenge.error != "insufficient_scope":
             return False
+        named = set((challenge.scope or "").split())
+        if named and named <= self._refused:
+            raise AuthenticationError(
+                f"{self.label} needs the scope {challenge.scope}, which its authorization "
+                "server did not grant when this connection asked for it (not asked again)",
+                status=403,
+                details={"scope": challenge.scope, "server_url": self.server_url},
+            )
         with self._locked(stop):
             if self._newer_than(sent):
                 return True
@@ -157,8 +187,16 @@ class Authorizer:
             wanted = challenge.scope or _joined(found.scopes_supported)
             scope = union_scopes(self._asked, held if isinstance(held, str) else None, wanted)
             logger.debug("%s: insufficient scope; authorizing again for %s", self.label, scope)
-            self._authorize(found, scope, stop)
+            self._remember_needed(scope, stop)
+            self._authorize(found, scope, stop, f"the server asks for the scope {scope}")
         return True
+
+    def step_up_refused(self, www_authenticate: str | None) -> None:
+        """The server answered ``403`` again after a step-up: the scopes it names are not
+        asked for again on this connection (a person would be asked on every call)."""
+        scope = parse_challenge(www_authenticate).scope
+        if scope:
+            self._refused.update(scope.split())
 
     def sign_in(self, stop: threading.Event) -> None:
         """Sign in now, whether or not a token is stored (``ollm-lite mcp login``).
@@ -167,12 +205,18 @@ class Authorizer:
             AuthenticationError, OllmError: as :meth:`unauthorized`.
         """
         with self._locked(stop):
-            found = self._discover(Challenge(bearer=True), stop)
-            stored = self.store.find(self.server_url, self._identity)
-            held = stored.get("scope") if stored else None
+            # The server's own challenge, as a request would get it: where its resource
+            # metadata is, and the scope it wants.
+            challenge = parse_challenge(self._wire.challenge(self.server_url, stop))
+            if not challenge.bearer:
+                challenge = Challenge(bearer=True)
+            found = self._discover(challenge, stop)
+            stored = self.store.find(self.server_url, self._identity) or {}
+            held, needed = stored.get("scope"), stored.get("needed_scope")
             scope = union_scopes(
-                self.auth.scope or _joined(found.scopes_supported),
+                self.auth.scope or challenge.scope or _joined(found.scopes_supported),
                 held if isinstance(held, str) else None,
+                needed if isinstance(needed, str) else None,
             )
             self._authorize(found, scope, stop)
 
@@ -188,7 +232,13 @@ class Authorizer:
             self._client = known_client(self.auth, found, self.store, self.redact, self.label)
         return self._client
 
-    def _authorize(self, found: Discovered, scope: str | None, stop: threading.Event) -> None:
+    def _authorize(
+        self,
+        found: Discovered,
+        scope: str | None,
+        stop: threading.Event,
+        why: str = "no valid token is stored, or the server refused its refresh",
+    ) -> None:
         """A new authorization (no refresh): client credentials, or a person signing in."""
         self._asked = scope
         if self.auth.grant == "client_credentials":
@@ -205,8 +255,7 @@ class Authorizer:
         command = self.auth.login_command
         if command is not None:
             raise AuthenticationError(
-                f"{self.label} needs a person to sign in (no valid token is stored, or the "
-                f"server refused its refresh): run `{command}`",
+                f"{self.label} needs a person to sign in ({why}): run `{command}`",
                 details={"command": command, "server_url": self.server_url},
             )
         self._login(found, scope, stop)
@@ -217,6 +266,14 @@ class Authorizer:
             raise AuthenticationError(
                 f"the authorization server {found.issuer} of {self.label} publishes no "
                 "authorization_endpoint: a person cannot sign in there",
+                details={"issuer": found.issuer},
+            )
+        methods = found.metadata.get("code_challenge_methods_supported")
+        if isinstance(methods, list) and "S256" not in methods:
+            raise AuthenticationError(
+                f"the authorization server {found.issuer} of {self.label} does not offer PKCE "
+                f"with S256 (it lists {', '.join(map(str, methods)) or 'none'}): no sign-in "
+                "without it",
                 details={"issuer": found.issuer},
             )
         port = self.auth.redirect_port
@@ -248,10 +305,17 @@ class Authorizer:
             if scope:
                 query["scope"] = scope
             joiner = "&" if "?" in endpoint else "?"
-            self._show(f"{endpoint}{joiner}{urlencode(query)}")
-            redirect = listener.wait(stop)
+            with self._person():
+                self._show(f"{endpoint}{joiner}{urlencode(query)}")
+                redirect = listener.wait(stop, time.monotonic() + SIGN_IN_TIMEOUT_S)
         if redirect is None:
-            raise Cancelled(f"the sign-in to {self.label} was stopped before it completed")
+            if stop.is_set():
+                raise Cancelled(f"the sign-in to {self.label} was stopped before it completed")
+            raise RequestTimeout(
+                f"nobody completed the sign-in to {self.label} within {SIGN_IN_TIMEOUT_S:g} s",
+                details={"timeout": SIGN_IN_TIMEOUT_S, "server_url": self.server_url},
+            )
+        self._check_issuer(found, redirect.iss)
         if redirect.error is not None:
             said = f": {redirect.error_description}" if redirect.error_description else ""
             raise AuthenticationError(
@@ -274,8 +338,60 @@ class Authorizer:
             "code_verifier": pkce.verifier,
             "resource": found.resource,
         }
-        token = request_token(self._wire, found.token_endpoint, client, params, stop, self.redact)
+        token = request_token(
+            self._wire, found.token_endpoint, client, params, stop, self.redact, asked=scope
+        )
         self._save(found, client, token, stop)
+
+    @contextlib.contextmanager
+    def _person(self) -> Iterator[None]:
+        """Count the block's time as time spent waiting on a person."""
+        with self._person_lock:
+            self._person_since = time.monotonic()
+        try:
+            yield
+        finally:
+            with self._person_lock:
+                assert self._person_since is not None
+                self._person_total += time.monotonic() - self._person_since
+                self._person_since = None
+
+    def _check_issuer(self, found: Discovered, iss: str | None) -> None:
+        """RFC 9207 §2.4: the redirect's ``iss`` must name the authorization server the
+        request went to, and one that says it sends ``iss`` must send it (a mix-up attack
+        otherwise hands this client another server's code)."""
+        issuer = found.metadata.get("issuer")
+        required = found.metadata.get("authorization_response_iss_parameter_supported") is True
+        if iss is None and not required:
+            return
+        if iss is not None and (not isinstance(issuer, str) or iss == issuer):
+            return
+        if iss is None:
+            message = (
+                f"the authorization server {issuer or found.issuer} of {self.label} says it "
+                "names itself in the redirect (authorization_response_iss_parameter_supported), "
+                "but the redirect came without iss"
+            )
+        else:
+            message = (
+                f"the sign-in to {self.label} came back naming the authorization server "
+                f"{iss!r}, not {issuer!r} where it was sent (a mix-up)"
+            )
+        raise AuthenticationError(
+            f"{message}: nothing was exchanged (RFC 9207)", details={"issuer": found.issuer}
+        )
+
+    def _remember_needed(self, scope: str | None, stop: threading.Event) -> None:
+        """Keep the scope a step-up asks for with the stored token: a server used by name
+        cannot ask a person, and ``ollm-lite mcp login`` then asks for it."""
+        entry = self._entry
+        if entry is None or not scope:
+            return
+        key = token_key(str(entry.get("resource")), str(entry.get("client_id")))
+        with self.store.locked(stop) as data:
+            stored = data["tokens"].get(key)
+            if isinstance(stored, dict):
+                stored["needed_scope"] = scope
 
     def _show(self, url: str) -> None:
         """Hand the authorization URL to ``open_url``, else the browser, else stderr."""
@@ -411,7 +527,8 @@ def _entry_of(base: dict[str, Any], token: Token) -> dict[str, Any]:
         # RFC 6749 §6: without a new refresh token, the old one stays valid.
         refresh_token=token.refresh_token or base.get("refresh_token"),
         expires_at=token.expires_at,
-        scope=token.scope,
+        # RFC 6749 §5.1, §6: an answer without scope was granted the scope held before.
+        scope=token.scope if token.scope is not None else base.get("scope"),
         saved_at=time.time(),
     )
     return entry

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import http.server
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from ..._cancel_link import past_deadline
 from ...errors import ConfigError
 
 __all__ = ["CALLBACK_PATH", "Redirect", "RedirectListener"]
@@ -35,7 +35,7 @@ _FAILED_PAGE = (
 class Redirect:
     """What the authorization server sent back (RFC 6749 §4.1.2)."""
 
-    code: str | None
+    code: str | None = field(repr=False)  # a secret: never shown
     state: str | None
     error: str | None
     error_description: str | None
@@ -114,10 +114,15 @@ class RedirectListener:
     def redirect_uri(self) -> str:
         return f"http://127.0.0.1:{self.port}{CALLBACK_PATH}"
 
-    def wait(self, stop: threading.Event, poll: float = 0.05) -> Redirect | None:
-        """The redirect once it arrived; ``None`` when ``stop`` was set first."""
+    def wait(self, stop: threading.Event, until: float, poll: float = 0.05) -> Redirect | None:
+        """The redirect once it arrived; ``None`` when ``stop`` was set or ``until`` (a
+        ``time.monotonic()`` value) passed first.
+
+        ``stop``'s own deadline is not read: it bounds the machine's work, and a person
+        signing in is bounded by ``until`` instead.
+        """
         while not self._server.arrived.wait(poll):
-            if stop.is_set() or past_deadline(stop):
+            if stop.is_set() or time.monotonic() >= until:
                 return None
         return self._server.redirect
 

@@ -65,7 +65,7 @@ def choose_auth_method(listed: list[str] | None, has_secret: bool, registered: s
     """
     if registered in AUTH_METHODS and (registered == "none" or has_secret):
         return registered
-    if listed is None:
+    if not listed:  # absent, or an empty list: the server lists none
         return "client_secret_basic" if has_secret else "none"
     if has_secret:
         for method in ("client_secret_basic", "client_secret_post"):
@@ -88,8 +88,13 @@ def request_token(
     params: dict[str, str],
     stop: threading.Event,
     redact: Redactor,
+    *,
+    asked: str | None = None,
 ) -> Token:
     """POST one token request; the token issued.
+
+    ``asked`` is the scope asked for where the request itself does not carry it (the
+    authorization request did): an answer without ``scope`` was granted that (RFC 6749 §5.1).
 
     Raises:
         AuthenticationError: the server refused (``details["oauth_error"]`` its error code,
@@ -122,7 +127,7 @@ def request_token(
         else:
             raise
         raise error from None
-    return _token(answer, endpoint, params.get("scope"), redact)
+    return _token(answer, endpoint, params.get("scope") or asked, redact)
 
 
 def _token(answer: Any, endpoint: str, asked: str | None, redact: Redactor) -> Token:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import BadResponse, HTTPStatusError, OllmError
+from ...errors import AuthenticationError, BadResponse, HTTPStatusError, OllmError
 from ...http.policy import RetryPolicy, Timeouts
 from ...http.secrets import Redactor
 from ...http.transport import Transport
@@ -68,6 +68,30 @@ class OAuthWire:
             BadResponse, OllmError: as :meth:`get_json`.
         """
         return self._masked(self._post, url, stop, form, json_body, headers)
+
+    def challenge(self, url: str, stop: threading.Event) -> str | None:
+        """The ``WWW-Authenticate`` value the MCP server at ``url`` answers a request without
+        a token with (a JSON-RPC ``ping``, which opens no session); ``None`` when it answers
+        anything but a 401 with a challenge.
+
+        Raises:
+            OllmError: the request failed (the server is unreachable, the call was stopped).
+        """
+        try:
+            with self._http.open_stream(
+                "POST",
+                url,
+                json_body={"jsonrpc": "2.0", "id": "ollm-lite-sign-in", "method": "ping"},
+                protocol_headers={"Accept": "application/json, text/event-stream"},
+                cancel=stop,
+                retry=False,
+            ):
+                return None
+        except AuthenticationError as exc:
+            value = exc.details.get("www_authenticate")
+            return value if isinstance(value, str) else None
+        except HTTPStatusError:
+            return None
 
     def _get(self, url: str, stop: threading.Event) -> Any:
         with self._http.open_stream(
