@@ -80,6 +80,7 @@ ERROR_STATUS: dict[str, int] = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
+_NAMED = frozenset({"ping", "error"})  # the events whose name changes what their data means
 _MODEL_WORD = re.compile(r"\bmodels?\b", re.IGNORECASE)
 _EMPTY: tuple[ProviderEvent, ...] = ()
 _new = object.__new__
@@ -99,10 +100,11 @@ class MessagesDecoder(_SSEParser[str]):
     a decoder gives (as it does the comment lines other SSE servers keep alive with).
     """
 
-    __slots__ = ()
+    __slots__ = ("_dropped",)
 
     def __init__(self, *, max_line: int = DEFAULT_MAX_LINE) -> None:
         super().__init__(max_line=max_line)
+        self._dropped = False
 
     def feed(self, chunk: bytes) -> list[str]:
         """The data of the events this chunk completes, in order (often empty).
@@ -133,13 +135,20 @@ class MessagesDecoder(_SSEParser[str]):
                     return [data] if data else []
                 return [data]
         datas = super().feed(chunk)
-        return [d for d in datas if d] if "" in datas else datas
+        if self._dropped:
+            self._dropped = False
+            return [d for d in datas if d]
+        return datas
 
     def _dispatch(self, data: str) -> str:
         name = self._event
         self._event = ""
         self._retry = None
-        return _named(name, data) if name else data  # "": left out by feed
+        if name in _NAMED:
+            data = _named(name, data)
+            if not data:  # a ping: left out by feed
+                self._dropped = True
+        return data
 
     def _messages(self, datas: list[str]) -> list[str]:
         return datas
@@ -193,13 +202,15 @@ def refine_not_found(exc: OllmError, *, model_hint: str = "", path: str | None =
         )
     if path is None:
         return exc
-    return HTTPStatusError(
-        f"{where} answered HTTP 404{server_says}: this server does not serve the Messages API "
-        f"({path}). llama.cpp's llama-server, vLLM, Ollama and LM Studio serve it; "
-        "llama-cpp-python's server does not. Check the base URL (ANTHROPIC_BASE_URL).",
-        status=404,
-        **kw,
-    )
+    if path == "/v1/messages":
+        what = (
+            "this server does not serve the Messages API (/v1/messages). llama.cpp's "
+            "llama-server, vLLM, Ollama and LM Studio serve it; llama-cpp-python's server "
+            "does not. Check the base URL (ANTHROPIC_BASE_URL)."
+        )
+    else:
+        what = f"this server does not serve {path}."
+    return HTTPStatusError(f"{where} answered HTTP 404{server_says}: {what}", status=404, **kw)
 
 
 def error_info(

@@ -317,8 +317,9 @@ def test_a_404_from_a_server_without_the_messages_api_says_so(
             provider.count_tokens(request())
     for caught in (whole.value, counted.value):
         assert type(caught) is HTTPStatusError and caught.status == 404
-        assert "does not serve the Messages API" in caught.message
         assert caught.details["url"].startswith(server.url + "/v1/messages")
+    assert "does not serve the Messages API" in whole.value.message
+    assert "does not serve /v1/messages/count_tokens" in counted.value.message
     assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR"
     assert error.error.message == whole.value.message
 
