@@ -335,6 +335,26 @@ def test_a_not_found_error_event_is_the_model_only_when_it_says_so(message: str,
     assert message in error.error.message
 
 
+def test_unparseable_tool_input_never_crashes_the_stream() -> None:
+    """A ``tool_use`` whose streamed input is not JSON: one call with ``args == {}`` carrying
+    the raw text, and the stream finishes ``tool``."""
+    block = {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {}}
+    fragment = {"type": "input_json_delta", "partial_json": '{"location": "Par'}
+    chunks = stream(
+        message_start(),
+        block_start(0, block),
+        {"type": "content_block_delta", "index": 0, "delta": fragment},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    )
+    events, _ = run(chunks)
+    [call, finish] = events
+    assert isinstance(call, ToolCallEvent) and call.value.args == {}
+    assert call.value.arguments == '{"location": "Par' and call.value.id == "toolu_9"
+    assert isinstance(finish, FinishEvent) and finish.reason == "tool"
+
+
 def test_llama_servers_error_event_keeps_its_message() -> None:
     """llama.cpp's ``llama-server`` names the event ``error`` and sends its own error object
     as the data (``{"code", "message", "type"}``, tools/server/server-context.cpp): the stream
