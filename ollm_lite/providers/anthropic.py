@@ -31,7 +31,13 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..config import env_default
-from ..errors import BadResponse, HTTPStatusError, ModelNotFound, RateLimited
+from ..errors import (
+    BadResponse,
+    HTTPStatusError,
+    ModelNotFound,
+    RateLimited,
+    UnsupportedOperation,
+)
 from ..http.policy import Timeouts
 from ..http.response import StreamResponse
 from ..http.urls import normalize_base_url
@@ -130,6 +136,9 @@ class AnthropicProvider(HTTPProvider):
         self._retry = replace(self._retry, statuses=self._retry.statuses | {_OVERLOADED})
         self._transport.retry = self._retry
         self._context: dict[str, int | None] = {}
+        # Set once the server answered count_tokens with a 404 not about the model (Ollama,
+        # say, serves /v1/messages without it): not asked again before every turn.
+        self._uncounted = False
 
     # ------------------------------------------------------------------ chat
 
@@ -272,17 +281,30 @@ class AnthropicProvider(HTTPProvider):
 
         Raises:
             OllmError: ``LLM_AUTH_FAILED``, ``MODEL_NOT_FOUND`` …; ``LLM_BAD_RESPONSE`` for an
-                answer without ``input_tokens``.
+                answer without ``input_tokens``; ``LLM_HTTP_ERROR`` (404) when the server does
+                not serve the route, then ``UNSUPPORTED_OPERATION`` without asking again.
         """
         path = f"{_MESSAGES}/count_tokens"
-        with self._not_found(path):
-            answer = self._transport.request_json(
-                "POST",
-                path,
-                json_body=count_body(request),
-                cancel=cancel or request.cancel,
+        if self._uncounted:
+            raise UnsupportedOperation(
+                f"{self.name} at {self.base_url} does not serve {path}: no token count from "
+                "the server",
+                provider=self.name,
                 model=request.model,
             )
+        try:
+            with self._not_found(path):
+                answer = self._transport.request_json(
+                    "POST",
+                    path,
+                    json_body=count_body(request),
+                    cancel=cancel or request.cancel,
+                    model=request.model,
+                )
+        except HTTPStatusError as exc:
+            if type(exc) is HTTPStatusError and exc.status == 404:
+                self._uncounted = True
+            raise
         total = answer.get("input_tokens") if isinstance(answer, dict) else None
         if not isinstance(total, int) or isinstance(total, bool):
             raise self._bad_response("count_tokens answered without input_tokens")

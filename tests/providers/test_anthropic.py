@@ -406,6 +406,25 @@ def test_count_tokens_uses_count_tokens_route() -> None:
     assert "max_tokens" not in body and "temperature" not in body and "stream" not in body
 
 
+def test_a_server_without_count_tokens_is_asked_once() -> None:
+    """A server that serves ``/v1/messages`` but not ``count_tokens`` (a 404 not about the
+    model): asked once; later counts are UNSUPPORTED_OPERATION without a request, and the
+    token-limit check uses its estimate."""
+    from ollm_lite.tokens import TokenCounter
+
+    missing = status(404, {"detail": "Not Found"})
+    with serve({"/v1/messages/count_tokens": missing}) as server:
+        provider = AnthropicProvider(base_url=server.url)
+        with pytest.raises(HTTPStatusError):
+            provider.count_tokens(request())
+        with pytest.raises(UnsupportedOperation) as again:
+            provider.count_tokens(request())
+        check = TokenCounter(provider, default_limit=4096).check(request())
+        asked = [r.path for r in server.requests].count("/v1/messages/count_tokens")
+    assert asked == 1 and "count_tokens" in again.value.message
+    assert check.exact is False and check.tokens >= 1
+
+
 def _models_page(ids: list[str], more: bool) -> dict[str, Any]:
     data = [
         {"type": "model", "id": i, "display_name": i.title(), "created_at": "2025-02-19T00:00:00Z"}
