@@ -24,6 +24,7 @@ from ollm_lite import ScriptedProvider
 from ollm_lite.batch import run_batch
 from ollm_lite.call_log._recorder import CallLogger
 from ollm_lite.fleet import Fleet
+from ollm_lite.gate import gate_for
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
 
 from ._common import Report, Settings, interleave, median
@@ -70,7 +71,7 @@ def _write_input(path: Path, n: int) -> Path:
 def _batch_rate(url: str, n: int, log: Path | None, tmp: Path, tag: str) -> float:
     fleet = Fleet([OpenAICompatibleProvider(base_url=url, backend="llamacpp", retries=0)])
     logger = CallLogger(log, cache=False, provider=fleet) if log is not None else None
-    client = SimpleNamespace(provider=fleet, model=MODEL, call_log=logger)
+    client = SimpleNamespace(provider=fleet, model=MODEL, gate=gate_for(fleet, log=logger))
     inp = _write_input(tmp / f"in-{tag}.jsonl", n)
     summary = run_batch(inp, tmp / f"out-{tag}.jsonl", client=client, concurrency=8)
     fleet.close()

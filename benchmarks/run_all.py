@@ -5,7 +5,7 @@ Options:
     --json          print the results as JSON instead of a table
     --markdown      print Markdown tables (what benchmarks/RESULTS.md holds)
     --only A,B      run only these sections: streams, import, chat, cancel, memory, parsers,
-                    batch, call_log
+                    batch, call_log, gate
     --render FILE   print the table (or with --markdown, Markdown) of a saved --json run
 
 Peers (openai-python, ollama-python) come from the ``bench`` extra:
@@ -28,6 +28,7 @@ from . import (
     bench_call_log,
     bench_cancel,
     bench_chat,
+    bench_gate,
     bench_import,
     bench_memory,
     bench_parsers,
@@ -45,6 +46,7 @@ SECTIONS: dict[str, Callable[[Settings, ServerProcess | None], Report]] = {
     "parsers": bench_parsers.run,
     "batch": bench_batch.run,
     "call_log": bench_call_log.run,
+    "gate": bench_gate.run,
 }
 
 

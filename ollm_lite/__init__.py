@@ -57,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     # errors
     "AuthenticationError": "errors",
     "BadResponse": "errors",
+    "BudgetExceeded": "errors",
     "Cancelled": "errors",
     "ConfigError": "errors",
     "ConnectionFailed": "errors",
@@ -121,6 +122,9 @@ _EXPORTS: dict[str, str] = {
     "CallStats": "call_log",
     "LoggedCall": "call_log",
     "open_log": "call_log",
+    # costs, budgets and rate limits
+    "Budget": "gate",
+    "RateLimit": "gate",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"], key=str.casefold)
@@ -178,6 +182,7 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
     from .errors import (
         AuthenticationError as AuthenticationError,
         BadResponse as BadResponse,
+        BudgetExceeded as BudgetExceeded,
         Cancelled as Cancelled,
         ConfigError as ConfigError,
         ConnectionFailed as ConnectionFailed,
@@ -189,6 +194,10 @@ if TYPE_CHECKING:  # explicit re-exports (``X as X``) for type checkers and IDEs
         RequestTimeout as RequestTimeout,
         TokenLimitExceeded as TokenLimitExceeded,
         UnsupportedOperation as UnsupportedOperation,
+    )
+    from .gate import (
+        Budget as Budget,
+        RateLimit as RateLimit,
     )
     from .http.policy import (
         RetryPolicy as RetryPolicy,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
-__all__ = ["LinkedEvent", "deadline_of", "past_deadline"]
+__all__ = ["LinkedEvent", "deadline_for", "deadline_of", "past_deadline"]
 
 #: How often a wait on a :class:`LinkedEvent` looks at its parent; bounds cancel latency.
 _PARENT_POLL_S = 0.02
@@ -85,3 +85,14 @@ def past_deadline(event: threading.Event | None) -> bool:
     """Whether the deadline ``event`` carries has passed."""
     deadline = deadline_of(event)
     return deadline is not None and time.monotonic() >= deadline
+
+
+def deadline_for(timeout: float | None, cancel: threading.Event | None) -> float | None:
+    """The deadline of a request: its own ``timeout`` (seconds, given by whoever made the
+    request directly: converted here, at the edge, once) or the deadline its cancel event
+    carries (the call's), whichever comes first; ``None`` for neither."""
+    deadline = deadline_of(cancel)
+    if timeout is not None:
+        own = time.monotonic() + timeout
+        deadline = own if deadline is None else min(own, deadline)
+    return deadline

@@ -33,6 +33,7 @@ from .types import ErrorInfo
 __all__ = [
     "AuthenticationError",
     "BadResponse",
+    "BudgetExceeded",
     "Cancelled",
     "ConfigError",
     "ConnectionFailed",
@@ -200,6 +201,16 @@ class TokenLimitExceeded(OllmError):
     code = "TOKEN_LIMIT_EXCEEDED"
 
 
+class BudgetExceeded(OllmError):
+    """A budget's limit is reached: the request was not sent.
+
+    ``details``: ``limit``, ``spent``, ``what`` (``"tokens"``, ``"cost"`` or ``"requests"``)
+    and ``per`` (``"run"``, ``"day"`` or ``"month"``).
+    """
+
+    code = "LLM_BUDGET_EXCEEDED"
+
+
 class ProviderNotFound(OllmError, KeyError):
     """No provider is registered under that name."""
 
@@ -227,6 +238,7 @@ _BY_CODE: dict[str, type[OllmError]] = {
         TokenLimitExceeded,
         ProviderNotFound,
         UnsupportedOperation,
+        BudgetExceeded,
     )
 }
 

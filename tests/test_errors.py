@@ -12,6 +12,7 @@ from ollm_lite import ChatClient, LocalProvider, OpenAICompatibleProvider, Scrip
 from ollm_lite.errors import (
     AuthenticationError,
     BadResponse,
+    BudgetExceeded,
     Cancelled,
     ConfigError,
     ConnectionFailed,
@@ -35,6 +36,7 @@ CODES = {
     BadResponse: "LLM_BAD_RESPONSE",
     UnsupportedOperation: "UNSUPPORTED_OPERATION",
     TokenLimitExceeded: "TOKEN_LIMIT_EXCEEDED",
+    BudgetExceeded: "LLM_BUDGET_EXCEEDED",
     Cancelled: "CANCELLED",
     ConfigError: "CONFIG_INVALID",
     ProviderNotFound: "PROVIDER_NOT_FOUND",

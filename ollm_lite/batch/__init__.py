@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from .._cancel_link import LinkedEvent
-from ..call_log._batch import batch_provider
+from ..gate import batch_gate
 from ._format import BatchFileError
 from ._make import make_input
 from ._progress import BatchProgressPrinter
@@ -87,7 +87,7 @@ def run_batch(
     """
     with _connected(client) as connected:
         return run_with_provider(
-            batch_provider(connected, input_path),  # each line in the call log, if it logs
+            batch_gate(connected, input_path),  # each line through the client's gate
             str(input_path),
             str(output_path),
             model=connected.model,

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import Any
 
 from .._cancel_link import LinkedEvent
-from ..call_log._hooks import logged
 from ..client._options import check_names
 from ..client._prepare import CallInputs
 from ..client._run_call import Reply, call_reply, raise_for
@@ -56,7 +56,7 @@ def _one(
     try:
         inputs = CallInputs(prompt, asks["system"], asks["model"], asks["images"], options)
         # stop follows the caller's cancel
-        call = logged(client, client._begin(inputs), "map")
+        call = replace(client._begin(inputs), source="map")
         reply, folded = call_reply(client, call, stop, spec)
         raise_for(reply, folded, token_limit=True)
         return reply

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._cancel_link import LinkedEvent
-from ..call_log._batch import chat_line
 from ..client._options import resolve
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
+from ..gate import chat_line
 from ..providers.base import ProviderAdapter, call_with_cancel
 from ..types import ProviderRequest
 from ._format import BatchFileError, error_line, parse_input, raise_problems, success_line
@@ -138,7 +138,7 @@ def _execute(provider: ProviderAdapter, job: Job, cancel: threading.Event) -> di
     """One request → its output record; ``None`` when it was cancelled (not to be written)."""
     try:
         if isinstance(job, ChatJob):
-            result = chat_line(provider, job.request, job.custom_id, cancel)  # maybe logged
+            result = chat_line(provider, job.request, job.custom_id, cancel)  # through the gate
             line = success_line(job.custom_id, chat_completion(result, job.request.model))
             return _masked(provider, job.request, line)
         waits: threading.Event = cancel  # with the line's deadline, when the client sets one

@@ -133,13 +133,10 @@ def with_defaults(
     own = request.options
     given = defaults.generation
     filled = {
-        name: getattr(given, name)
-        for name in (
-            "temperature", "max_tokens", "top_p", "top_k", "repeat_penalty", "seed", "stop",
-            "presence_penalty", "frequency_penalty",
-        )
-        if getattr(own, name) is None
-    }  # fmt: skip
+        f.name: getattr(given, f.name)
+        for f in fields(own)  # every option the request has, however many there are
+        if f.name != "extra_body" and getattr(own, f.name) is None and hasattr(given, f.name)
+    }
     extra = {k: v for k, v in given.extra_body.items() if k not in body}
     options = replace(own, **filled, extra_body={**extra, **own.extra_body})
     tool_choice = request.tool_choice

@@ -16,20 +16,23 @@ import hashlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from ..types import FinishEvent, ProviderEvent, TextEvent, ThinkingEvent, ToolCallEvent
-from ._records import blocks_from_list, tool_call_from_dict
+from ._rows import answer_of, loads
 from ._schema import NewerSchema
 
 if TYPE_CHECKING:
     from ._writer import LogFile, LogWait
 
-__all__ = ["cache_key", "cached_events", "endpoint", "lookup", "servers"]
+__all__ = ["cache_key", "endpoint", "lookup", "servers"]
 
 logger = logging.getLogger("ollm_lite.call_log")
+
+#: The ends of a turn the log marks as servable (``ok``).
+_GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
+#: What a cached answer replays (its usage is not: a cached turn spends nothing).
+_SERVED = ("text", "thinking", "tool_calls", "finish", "provider_blocks")
 
 
 class Connection(Protocol):
@@ -75,7 +78,8 @@ def cache_key(log: Connection, request: dict[str, Any]) -> str:
 
 def lookup(file: LogFile, key: str, wait: LogWait) -> dict[str, Any] | None:
     """The latest good answer logged for ``key``, or ``None`` (a log that cannot be read in
-    the time ``wait`` leaves is a miss: the request goes to the server)."""
+    the time ``wait`` leaves, or an answer that is not of the shape the log writes, is a miss:
+    the request goes to the server)."""
 
     def latest(db: sqlite3.Connection, _: object) -> Any:
         return db.execute(
@@ -90,20 +94,9 @@ def lookup(file: LogFile, key: str, wait: LogWait) -> dict[str, Any] | None:
         return None
     if row is None:
         return None
-    try:
-        answer = json.loads(row[0])
-    except ValueError:
+    answer = answer_of(loads(row[0]))
+    if answer is None or answer.get("finish") not in _GOOD_FINISH or "error" in answer:
+        # changed by hand or by another tool: a miss, never a failed call
+        logger.debug("cache entry in %s cannot be read: a miss", file.path)
         return None
-    return answer if isinstance(answer, dict) else None
-
-
-def cached_events(answer: dict[str, Any]) -> Iterator[ProviderEvent]:
-    """A logged answer as the provider events it stands for (no usage: nothing was spent)."""
-    if answer.get("thinking"):
-        yield ThinkingEvent(str(answer["thinking"]))
-    if answer.get("text"):
-        yield TextEvent(str(answer["text"]))
-    for call in answer.get("tool_calls") or ():
-        yield ToolCallEvent(tool_call_from_dict(call))
-    blocks = blocks_from_list(answer.get("provider_blocks"))
-    yield FinishEvent(answer.get("finish") or "stop", None, provider_blocks=blocks)
+    return {name: answer[name] for name in _SERVED if name in answer}

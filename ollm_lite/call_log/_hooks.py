@@ -1,21 +1,18 @@
 """Where the rest of the library reaches the call log: a few small functions.
 
-``connect`` asks :func:`client_logger` for the client's logger (``None``: not logging); each
-call is marked with :func:`logged` when it starts (the call's end reaches the recorder it
-carries: ``ollm_lite.client._run_call`` hands it the reply or the events). With the log off
-each is a check of one attribute: nothing else is imported.
+``connect`` (and the CLI) ask :func:`client_logger` for the client's logger (``None``: not
+logging); the gate (:mod:`ollm_lite.gate`) records each call through it. With the log off
+nothing else is imported.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..client._prepare import Call
     from ._recorder import CallLogger
 
-__all__ = ["client_logger", "logged"]
+__all__ = ["client_logger"]
 
 
 def client_logger(log: Any, cache: Any, config: Any, provider: Any) -> CallLogger | None:
@@ -54,12 +51,3 @@ def config_secrets(config: Any) -> list[str]:
             if isinstance(table, dict):
                 found.extend(v for v in table.values() if isinstance(v, str))
     return found
-
-
-def logged(client: Any, call: Call, source: str, session_id: str | None = None) -> Call:
-    """``call`` carrying a recorder when ``client`` logs; unchanged otherwise."""
-    logger: CallLogger | None = getattr(client, "call_log", None)
-    if logger is None:
-        return call
-    recorder = logger.begin(source, call, session_id=session_id)
-    return replace(call, settings=replace(call.settings, recorder=recorder))

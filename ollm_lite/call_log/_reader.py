@@ -8,7 +8,6 @@ still readable (WAL readers never wait for a writer).
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sqlite3
@@ -20,13 +19,17 @@ from typing import Any, Literal
 
 from .._files import path_text
 from ..errors import ConfigError
-from ._records import (
-    CallStats,
-    LoggedCall,
-    result_from_dict,
-    stored_text,
-    tool_call_from_dict,
-    usage_from_dict,
+from ._records import CallStats, LoggedCall
+from ._rows import (
+    Fields,
+    answer_of,
+    as_text,
+    json_list,
+    json_object,
+    tool_call_of,
+    tool_result_of,
+    usage_of,
+    warn_damaged,
 )
 from ._schema import (
     MIGRATIONS,
@@ -42,14 +45,34 @@ from ._settings import usable_path
 
 __all__ = ["CallLog", "StatsKey", "log_exists"]
 
-StatsKey = Literal["model", "day", "host", "source"]
+StatsKey = Literal["model", "day", "host", "source", "script"]
 _STATS_COLUMNS: dict[str, str] = {
     "model": "model",
     "day": "day",
     "host": "host",
     "source": "source",
+    "script": "script",
 }
 _BUSY = 5.0
+_MAX_LIMIT = 2**63 - 1  # SQLite's largest integer: any greater limit means all
+
+
+def _bad_argument(name: str, message: str) -> ConfigError:
+    return ConfigError(f"{name} {message}", details={"argument": name})
+
+
+def _seconds(value: Any) -> float | None:
+    """A finite number of seconds from a number or a timedelta; ``None`` for anything else
+    (an int too large for a float included)."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            return None
+        return seconds if math.isfinite(seconds) else None
+    return None
 
 
 def _seconds_ago(value: Any, name: str) -> float:
@@ -58,23 +81,25 @@ def _seconds_ago(value: Any, name: str) -> float:
     A naive datetime is local time, as Python's own ``datetime.timestamp()`` takes it
     (``datetime.now() - timedelta(hours=1)`` is an hour ago)."""
     if isinstance(value, datetime):
-        return float(value.timestamp())
-    if isinstance(value, timedelta):
-        return time.time() - value.total_seconds()
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return time.time() - float(value)
-    raise ConfigError(f"{name} must be a datetime or seconds ago, not {value!r}")
+        try:
+            return float(value.timestamp())
+        except (ValueError, OverflowError, OSError) as exc:  # year 1 in local time, ...
+            raise _bad_argument(name, f"is out of range: {value!r} ({exc})") from None
+    seconds = _seconds(value)
+    if seconds is None:
+        raise _bad_argument(name, f"must be a datetime or a finite number of seconds ago, "
+                            f"not {_shown(value)}")  # fmt: skip
+    return time.time() - seconds
 
 
 def _age(value: Any) -> float:
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        seconds = float(value)
-    else:
-        raise ConfigError(f"older_than must be seconds or a timedelta, not {value!r}")
+    seconds = _seconds(value)
+    if seconds is None:
+        raise _bad_argument(
+            "older_than", f"must be a finite number of seconds or a timedelta, not {_shown(value)}"
+        )
     if seconds < 0:
-        raise ConfigError(f"older_than must not be negative, not {value!r}")
+        raise _bad_argument("older_than", f"must not be negative, not {value!r}")
     return seconds
 
 
@@ -94,9 +119,34 @@ def log_exists(path: Path) -> bool:
 
 def _unreadable(path: Path, exc: BaseException) -> ConfigError:
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    shown = path_text(path)
+    if len(shown) > 120:  # a name too long to open is too long to print whole
+        shown = f"{shown[:60]}...{shown[-40:]} ({len(shown)} characters)"
     return ConfigError(
-        f"the call log {path_text(path)} cannot be read: {reason}", details={"path": str(path)}
+        f"the call log's path {shown} cannot be read: {reason}", details={"path": str(path)}
     )
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, shortened (a 400-digit number is named, not printed)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past the digits limit of int -> str
+        return f"an {type(value).__name__} too large to show"
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _text_argument(name: str, value: Any) -> str:
+    """``value`` as a text argument that SQLite can be given (UTF-8: no lone surrogate)."""
+    if not isinstance(value, str):
+        raise _bad_argument(name, f"must be a string, not {_shown(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad_argument(
+            name, f"must be text UTF-8 can carry (it holds a lone surrogate): {value!r}"
+        ) from None
+    return value
 
 
 class CallLog:
@@ -178,6 +228,9 @@ class CallLog:
                 return []
             self._db = self._open()
         self._db.row_factory = sqlite3.Row
+        # text as bytes: a column that is not UTF-8 is then one damaged field (see _rows),
+        # not a query that fails
+        self._db.text_factory = bytes
         try:
             return list(self._db.execute(sql, params).fetchall())
         except sqlite3.OperationalError as exc:
@@ -186,6 +239,11 @@ class CallLog:
             raise ConfigError(f"the call log {self.path} cannot be read: {exc}") from exc
         except sqlite3.Error as exc:
             raise ConfigError(f"the call log {self.path} cannot be read: {exc}") from exc
+
+    def _has_cost(self) -> bool:
+        """Whether the file keeps costs (a read-only log older than them does not)."""
+        rows = self._query("SELECT name FROM pragma_table_info('calls') WHERE name = 'cost'")
+        return bool(rows)
 
     # ------------------------------------------------------------------ queries
 
@@ -216,6 +274,10 @@ class CallLog:
         """
         where: list[str] = []
         params: list[Any] = []
+        if limit is not None and (
+            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
+        ):
+            raise _bad_argument("limit", f"must be an integer >= 0 or None, not {_shown(limit)}")
         if since is not None:
             where.append("started_ts >= ?")
             params.append(_seconds_ago(since, "since"))
@@ -224,9 +286,13 @@ class CallLog:
             params.append(_seconds_ago(until, "until"))
         if model is not None:
             where.append("model = ?")
-            params.append(model)
+            params.append(_text_argument("model", model))
         if errors:
             where.append("error_code IS NOT NULL")
+        if search is not None:
+            search = _text_argument("search", search)
+            if "\x00" in search:  # SQLite's LIKE and MATCH end a pattern at a NUL
+                raise _bad_argument("search", f"must not hold a NUL character: {search!r}")
         if search:
             if self._fts and len(search) >= 3:
                 where.append("rowid IN (SELECT rowid FROM calls_fts WHERE calls_fts MATCH ?)")
@@ -240,93 +306,146 @@ class CallLog:
                     "WHERE prompt LIKE ? ESCAPE '\\' OR answer LIKE ? ESCAPE '\\')"
                 )
                 params.extend([pattern, pattern])
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise ConfigError(f"limit must be an integer >= 0 or None, not {limit!r}")
-        sql = "SELECT * FROM calls"
+        sql = "SELECT rowid, * FROM calls"
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id DESC"
         if limit is not None:
-            sql += f" LIMIT {limit}"
+            sql += " LIMIT ?"
+            params.append(min(limit, _MAX_LIMIT))
         rows = self._query(sql, params)
         return [self._call(row) for row in rows]
 
     def get(self, call_id: str) -> LoggedCall:
         """The call with this id.
 
+        A row whose other fields are damaged is returned as ``calls()`` returns it.
+
         Raises:
-            ConfigError: ``CONFIG_INVALID`` for an unknown id.
+            ConfigError: ``CONFIG_INVALID`` for an unknown id, or a row whose ``started``
+                cannot be read.
         """
-        rows = self._query("SELECT * FROM calls WHERE id = ?", (str(call_id),))
+        key = _text_argument("call_id", call_id)
+        # an id written as a BLOB (text with a lone surrogate, or by another tool) as well
+        rows = self._query(
+            "SELECT rowid, * FROM calls WHERE id IN (?, ?)", (key, key.encode("utf-8"))
+        )
         if not rows:
             raise ConfigError(f"no call {call_id!r} in the call log {self.path}")
-        return self._call(rows[0])
+        call = self._call(rows[0])
+        if call.id is None or call.started is None:
+            raise ConfigError(
+                f"the call {call_id!r} in the call log {self.path} is damaged: its "
+                f"{'id' if call.id is None else 'started'} cannot be read",
+                details={"path": str(self.path), "call_id": call_id},
+            )
+        return call
+
+    def _ids(self, prefix: str) -> list[str]:
+        """The ids that start with ``prefix`` (an exact id alone), at most two: what the CLI's
+        ``logs show`` needs to tell a unique prefix from an ambiguous one."""
+        key = _text_argument("prefix", prefix)
+        rows = self._query("SELECT id FROM calls WHERE id = ?", (key,))
+        if not rows:
+            # ids sort as UTF-8 bytes: those starting with the prefix lie in this range
+            rows = self._query(
+                "SELECT id FROM calls WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
+                (key, key + "\U0010ffff"),
+            )
+        return [text for text in (as_text(r["id"]) for r in rows) if text is not None]
 
     def _call(self, row: sqlite3.Row) -> LoggedCall:
-        turns = self._query(
+        """The call of a ``calls`` row (its damaged fields warned of)."""
+        fields = Fields(row)
+        call_id = fields.text("id")
+        turns = self._turns(call_id if call_id is not None else row["id"], fields)
+        call = LoggedCall(
+            id=call_id,
+            started=fields.started(),
+            seconds=fields.number("seconds"),
+            first_token_seconds=fields.number("first_token_seconds", nullable=True),
+            source=fields.text("source"),
+            script=fields.text("script"),
+            provider=fields.text("provider"),
+            host=fields.text("host", nullable=True),
+            model=fields.text("model", nullable=True),
+            messages=fields.json("messages", json_list(json_object)) or [],
+            options=fields.json("options", json_object),
+            text=fields.text("text"),
+            thinking=fields.text("thinking", nullable=True),
+            tool_calls=fields.json("tool_calls", json_list(tool_call_of)) or [],
+            tool_results=fields.json("tool_results", json_list(tool_result_of)) or [],
+            finish=fields.text("finish"),
+            error_code=fields.text("error_code", nullable=True),
+            error_message=fields.text("error_message", nullable=True),
+            usage=fields.json("usage", usage_of, nullable=True),
+            cached=fields.flag("cached"),
+            session_id=fields.text("session_id", nullable=True),
+            custom_id=fields.text("custom_id", nullable=True),
+            turns=turns,
+            cost=fields.number("cost", nullable=True) if "cost" in row.keys() else None,  # noqa: SIM118
+        )
+        if fields.damaged:
+            warn_damaged(self.path, _row_name(call_id, row), fields.damaged)
+        return call
+
+    def _turns(self, call_id: Any, fields: Fields) -> list[dict[str, Any]]:
+        """The call's model turns; ``[]`` (and ``turns`` noted as damaged) when any of them
+        cannot be read."""
+        turns = []
+        for row in self._query(
             "SELECT request, answer, cached FROM turns WHERE call_id = ? ORDER BY number",
-            (row["id"],),
-        )
-        return LoggedCall(
-            id=row["id"],
-            started=datetime.fromisoformat(row["started"]),
-            seconds=row["seconds"],
-            first_token_seconds=row["first_token_seconds"],
-            source=row["source"],
-            script=stored_text(row["script"]),
-            provider=row["provider"],
-            host=row["host"],
-            model=stored_text(row["model"]),
-            messages=json.loads(row["messages"]),
-            options=json.loads(row["options"]),
-            text=stored_text(row["text"]),
-            thinking=stored_text(row["thinking"]),
-            tool_calls=[tool_call_from_dict(c) for c in json.loads(row["tool_calls"])],
-            tool_results=[result_from_dict(r) for r in json.loads(row["tool_results"])],
-            finish=row["finish"],
-            error_code=row["error_code"],
-            error_message=stored_text(row["error_message"]),
-            usage=usage_from_dict(json.loads(row["usage"])) if row["usage"] else None,
-            cached=bool(row["cached"]),
-            session_id=stored_text(row["session_id"]),
-            custom_id=stored_text(row["custom_id"]),
-            turns=[
-                {
-                    "request": json.loads(t["request"]),
-                    "answer": json.loads(t["answer"]),
-                    "cached": bool(t["cached"]),
-                }
-                for t in turns
-            ],
-        )
+            (call_id,),
+        ):
+            turn = Fields(row)
+            request = turn.json("request", json_object)
+            answer = turn.json("answer", answer_of)
+            cached = turn.flag("cached")
+            if turn.damaged:
+                fields.damaged.append("turns")
+                return []
+            turns.append({"request": request, "answer": answer, "cached": cached})
+        return turns
 
     def stats(
         self, *, by: StatsKey = "model", since: datetime | timedelta | float | None = None
     ) -> list[CallStats]:
-        """Figures per model, day (``YYYY-MM-DD`` in UTC), host or source.
+        """Figures per model, day (``YYYY-MM-DD`` in UTC), host, source or script.
 
-        Cached calls spend no tokens and add none.
+        Cached calls spend no tokens and add none. A damaged figure of a call (changed by
+        hand or by another tool) adds nothing, and is warned of once.
 
         Raises:
-            ConfigError: ``CONFIG_INVALID`` for an unknown ``by``.
+            ConfigError: ``CONFIG_INVALID`` for an unknown ``by`` or a bad ``since``.
         """
+        return self._grouped(by, since)[0]
+
+    def _grouped(
+        self, by: Any, since: datetime | timedelta | float | None
+    ) -> tuple[list[CallStats], CallStats]:
+        """:meth:`stats` and the figures of all its calls together (read at one time)."""
         column = _STATS_COLUMNS.get(by) if isinstance(by, str) else None
         if column is None:
-            raise ConfigError(f"by must be one of model, day, host, source, not {by!r}")
+            raise _bad_argument("by", f"must be one of {', '.join(_STATS_COLUMNS)}, not {by!r}")
+        cost = "cost" if self._has_cost() else "NULL AS cost"  # an older read-only log
         sql = (
-            f"SELECT coalesce({column}, '') AS key, seconds, error_code, cached, prompt_tokens, "
-            "completion_tokens FROM calls"
+            f"SELECT rowid, id, coalesce({column}, '') AS key, seconds, error_code, cached, "
+            f"prompt_tokens, completion_tokens, {cost} FROM calls"
         )
         params: list[Any] = []
         if since is not None:
             sql += " WHERE started_ts >= ?"
             params.append(_seconds_ago(since, "since"))
-        groups: dict[str, list[sqlite3.Row]] = {}
+        groups: dict[str | None, list[_Figures]] = {}
+        every: list[_Figures] = []
         for row in self._query(sql, params):
-            groups.setdefault(row["key"], []).append(row)
-        return [_stats(key, rows) for key, rows in sorted(groups.items())]
+            figures = _Figures(row)
+            if figures.damaged:
+                warn_damaged(self.path, _row_name(as_text(row["id"]), row), figures.damaged)
+            groups.setdefault(figures.key, []).append(figures)
+            every.append(figures)
+        ordered = sorted(groups.items(), key=lambda item: (item[0] is None, item[0] or ""))
+        return [_stats(key, rows) for key, rows in ordered], _stats("", every)
 
     def prune(self, *, older_than: timedelta | float) -> int:
         """Remove for good the calls started more than ``older_than`` ago (seconds or a
@@ -396,16 +515,38 @@ def _percentile(values: list[float], share: float) -> float:
     return values[rank - 1]
 
 
-def _stats(key: str, rows: list[sqlite3.Row]) -> CallStats:
-    seconds = sorted(float(r["seconds"]) for r in rows)
-    live = [r for r in rows if not r["cached"]]
+class _Figures:
+    """What :meth:`CallLog.stats` reads of one call (a damaged figure as ``None``)."""
+
+    def __init__(self, row: sqlite3.Row) -> None:
+        fields = Fields(row)
+        self.key = fields.text("key")
+        self.seconds = fields.number("seconds")
+        self.error = row["error_code"] is not None
+        self.cached = fields.flag("cached")
+        self.prompt_tokens = fields.count("prompt_tokens")
+        self.completion_tokens = fields.count("completion_tokens")
+        self.cost = fields.number("cost", nullable=True)
+        self.damaged = fields.damaged
+
+
+def _stats(key: str | None, rows: list[_Figures]) -> CallStats:
+    seconds = sorted(r.seconds for r in rows if r.seconds is not None)
+    live = [r for r in rows if not r.cached]
+    costs = [r.cost for r in rows if r.cost is not None]
     return CallStats(
         key=key,
         calls=len(rows),
-        errors=sum(1 for r in rows if r["error_code"] is not None),
-        cached=sum(1 for r in rows if r["cached"]),
-        prompt_tokens=sum(int(r["prompt_tokens"] or 0) for r in live),
-        completion_tokens=sum(int(r["completion_tokens"] or 0) for r in live),
+        errors=sum(1 for r in rows if r.error),
+        cached=sum(1 for r in rows if r.cached),
+        prompt_tokens=sum(r.prompt_tokens or 0 for r in live),
+        completion_tokens=sum(r.completion_tokens or 0 for r in live),
         seconds_p50=_percentile(seconds, 0.5),
         seconds_p95=_percentile(seconds, 0.95),
+        cost=sum(costs) if costs else None,
     )
+
+
+def _row_name(call_id: str | None, row: sqlite3.Row) -> str:
+    """How a warning names a row: its id, else (an id that cannot be read) its rowid."""
+    return f"call {call_id!r}" if call_id is not None else f"the call at rowid {row['rowid']}"

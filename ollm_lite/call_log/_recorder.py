@@ -2,11 +2,10 @@
 
 A :class:`CallLogger` belongs to a client with the log on: it knows the log file, the
 connection's secrets and whether to answer from the cache. :meth:`CallLogger.begin` starts a
-:class:`Recorder` for one call. The chat loop streams each model turn through
-:meth:`Recorder.turn` (which notes the request and the answer as they pass, or answers from
-the log when caching and an identical turn is there), and the call's end hands its ``Reply``
-to :meth:`Recorder.finish`, which builds the row and commits it before the call returns.
-Nothing is written on the stream's path.
+:class:`Recorder` for one call. The gate (:mod:`ollm_lite.gate`), which every model request
+passes, opens each turn's record with :meth:`Recorder.open_turn` and notes the answer into
+it as it passes; the call's end hands its ``Reply`` to :meth:`Recorder.finish`, which builds
+the row and commits it before the call returns. Nothing is written on the stream's path.
 """
 
 from __future__ import annotations
@@ -16,34 +15,26 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Generator, Iterator, Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..client._run_call import Reply, reply_of
+from ..client._run_call import Reply
 from ..types import (
-    ChatResult,
-    ErrorEvent,
-    FinishEvent,
     GenerationOptions,
-    ProviderEvent,
     ProviderRequest,
-    TextEvent,
-    ThinkingEvent,
-    ToolCallEvent,
     Usage,
 )
-from ..types._event_fold import EventFold, add_usage
-from ._cache import cache_key, cached_events, endpoint, lookup, servers
+from ..types._event_fold import add_usage
+from ._answers import answer_result
+from ._cache import cache_key, endpoint, lookup, servers
 from ._masking import Masker, call_secrets, provider_secrets
 from ._records import (
-    blocks_to_list,
     message_dict,
     result_to_dict,
     tool_call_dict,
-    tool_call_from_dict,
     usage_dict,
     usage_from_dict,
 )
@@ -52,27 +43,11 @@ from ._writer import LogFile, LogWait
 
 if TYPE_CHECKING:
     from ..client._prepare import Call
-    from ..providers.base import ProviderAdapter
-    from ..types import ChatEvent
 
 __all__ = ["CallLogger", "Recorder", "host_of", "new_id"]
 
 #: Turn endings a cache may answer from (not an error, not a cancel).
 _GOOD_FINISH = frozenset({"stop", "length", "tool", "tool_calls", "content_filter", "refusal"})
-
-
-_GENERATION_FIELDS = (
-    "temperature",
-    "max_tokens",
-    "top_p",
-    "top_k",
-    "repeat_penalty",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "extra_body",
-)
 
 
 def new_id(now_ns: int | None = None) -> str:
@@ -94,7 +69,7 @@ def generation_dict(options: GenerationOptions | None) -> dict[str, Any]:
     out)."""
     if options is None:
         return {}
-    found = {name: getattr(options, name, None) for name in _GENERATION_FIELDS}
+    found = {f.name: getattr(options, f.name, None) for f in fields(options)}
     return {k: v for k, v in found.items() if v is not None and v != {}}
 
 
@@ -158,9 +133,20 @@ class CallLogger:
         session_id: str | None = None,
         custom_id: str | None = None,
         model: str | None = None,
+        deadline: float | None = None,
+        headers: Sequence[str] = (),
     ) -> Recorder:
-        """Start recording one call."""
-        return Recorder(self, source, call, session_id=session_id, custom_id=custom_id, model=model)
+        """Start recording one call (``deadline``: ``time.monotonic()`` value the call must
+        end by, when ``call`` does not carry it; ``headers``: the values of the headers its
+        requests carry, never stored)."""
+        recorder = Recorder(
+            self, source, call, session_id=session_id, custom_id=custom_id, model=model
+        )
+        if deadline is not None:
+            recorder.deadline = deadline
+        if headers:
+            recorder.mask = self.masker([*recorder.secret, *headers])
+        return recorder
 
     def masker(self, extra: Sequence[str] = ()) -> Masker:
         """The masker of this connection's secrets and ``extra`` (a call's header values)."""
@@ -209,9 +195,9 @@ class Recorder:
                 call.loop.get("system_prompt"), [message_dict(m) for m in history]
             )
             self.options = _options(call)
-            if settings.timeout is not None:
-                self.deadline = self.started + settings.timeout
-        self.mask = logger.masker(secret)
+            self.deadline = settings.deadline
+        self.secret = list(secret)
+        self.mask = logger.masker(self.secret)
         self._lock = threading.Lock()
         self.done = False
 
@@ -231,9 +217,10 @@ class Recorder:
 
     # ------------------------------------------------------------------ turns
 
-    def turn(self, adapter: ProviderAdapter, request: ProviderRequest) -> Iterator[ProviderEvent]:
-        """The events of one model turn: from the log when cached, else from ``adapter``,
-        noted as they pass."""
+    def open_turn(self, request: ProviderRequest, adapter: Any) -> dict[str, Any]:
+        """The record of a new model turn of this call: its request (and cache key, when the
+        log answers from itself) and an answer the gate fills as it arrives (``adapter``:
+        the provider it goes to, which counts its tokens when the server reports none)."""
         described = self.request_dict(request)
         key = cache_key(self.logger, described) if self.logger.cache else None
         record: dict[str, Any] = {
@@ -243,92 +230,44 @@ class Recorder:
             "key": key,
             "live": (adapter, request),  # for counting its tokens when the server gave none
         }
-        if not self.turns:
-            self.model = request.model
-            self.messages = described["messages"]
-            if not self.from_call:  # the CLI's chat: what its first request carried
-                self.options = dict(described["options"])
-        self.turns.append(record)
-        if key is not None:
-            found = self.lookup(key)
-            if found is not None:
-                record["answer"] = found
-                record["cached"] = True
-                yield from cached_events(found)
-                return
-        yield from self._live(adapter, request, record["answer"])
+        with self._lock:
+            if not self.turns:
+                self.model = request.model
+                self.messages = described["messages"]
+                if not self.from_call:  # the CLI's chat or a batch line: its first request
+                    self.options = dict(described["options"])
+            self.turns.append(record)
+        return record
 
-    def _live(
-        self, adapter: ProviderAdapter, request: ProviderRequest, answer: dict[str, Any]
-    ) -> Iterator[ProviderEvent]:
-        text: list[str] = []
-        thinking: list[str] = []
-        try:
-            for event in adapter.chat_stream(request):
-                if isinstance(event, TextEvent | ThinkingEvent | ToolCallEvent):
-                    if self.first_token is None:
-                        self.first_token = time.monotonic() - self.started
-                    if isinstance(event, TextEvent):
-                        text.append(event.value)
-                    elif isinstance(event, ThinkingEvent):
-                        thinking.append(event.value)
-                    else:
-                        answer["tool_calls"].append(tool_call_dict(event.value))
-                elif isinstance(event, FinishEvent):
-                    answer["finish"] = event.reason
-                    answer["usage"] = usage_dict(event.usage)
-                    if event.provider_blocks:
-                        answer["provider_blocks"] = blocks_to_list(event.provider_blocks)
-                elif isinstance(event, ErrorEvent):
-                    answer["finish"] = "error"
-                    answer["error"] = {"code": event.error.code, "message": event.error.message}
-                answer["text"] = "".join(text)
-                answer["thinking"] = "".join(thinking)
-                yield event
-        finally:
-            answer["text"] = "".join(text)
-            answer["thinking"] = "".join(thinking)
-            if answer["finish"] is None:
-                answer["finish"] = "cancelled"
+    def cached(self, record: dict[str, Any]) -> dict[str, Any] | None:
+        """The logged answer to ``record``'s request when the cache has one (then the turn
+        is marked answered from the log)."""
+        key = record["key"]
+        if key is None:
+            return None
+        found = self.lookup(key)
+        if found is not None:
+            record["answer"] = found
+            record["cached"] = True
+        return found
+
+    def note_first_token(self) -> None:
+        """The first piece of the answer arrived from the server now."""
+        if self.first_token is None:
+            self.first_token = time.monotonic() - self.started
 
     def request_dict(self, request: ProviderRequest) -> dict[str, Any]:
         """What identifies a model turn's request: :func:`request_identity`."""
         return request_identity(request)
 
-    def wrap(self, adapter: ProviderAdapter) -> ProviderAdapter:
-        """``adapter`` with its model turns streamed through :meth:`turn` (for a chat run on
-        the lower-level runtime, as the CLI's ``chat`` is)."""
-        return _Recording(adapter, self)
-
     # ------------------------------------------------------------------ the end
 
-    def watch(self, events: Generator[ChatEvent, None, None]) -> Generator[ChatEvent, None, None]:
-        """``events`` passed through; the call is recorded when they end or are closed."""
-        fold = EventFold()
-        completed = False
-        try:
-            for event in events:
-                fold.add(event)
-                yield event
-            completed = True
-        finally:
-            events.close()
-            self.finish_fold(fold, cancelled=not completed)
-
-    def finish_fold(self, fold: EventFold, *, cancelled: bool) -> None:
-        """Record the call from the events it produced (``cancelled``: closed early)."""
-        folded = fold.result()
-        reply = reply_of(folded, [], len(self.turns))
-        if cancelled and folded.finish is None:
-            reply.finish = "cancelled"
-            reply.error = None
-        self.finish(reply)
-
-    def finish(self, reply: Reply) -> None:
-        """Commit the call; never raises for the log's own trouble (it warns once)."""
+    def finish(self, reply: Reply) -> bool:
+        """Commit the call (``True`` once committed); never raises for the log's own trouble
+        (it warns once)."""
         with self._lock:
             if self.done:
-                return
+                return False
             self.done = True
         try:
             reply = self._counted(reply)
@@ -337,8 +276,19 @@ class Recorder:
             import logging
 
             logging.getLogger("ollm_lite.call_log").debug("call not logged", exc_info=True)
-            return
-        self.logger.file.write(row, turns, search, self.log_wait)
+            return False
+        return self.logger.file.write(row, turns, search, self.log_wait)
+
+    def drop_turn(self, record: dict[str, Any]) -> None:
+        """Forget a turn whose request was never sent (a budget refused it, or its wait for
+        the rate limit ended): it is no model turn."""
+        with self._lock:
+            self.turns = [turn for turn in self.turns if turn is not record]
+
+    def write_budget(self) -> float:
+        """Seconds a read of the log may wait for this call: what its allowance (its
+        deadline's rest, at most 5 s for the whole call) has left."""
+        return self.log_wait.left()
 
     def _counted(self, reply: Reply) -> Reply:
         """``reply`` whose usage counts every turn the server answered without usage (by
@@ -406,6 +356,7 @@ class Recorder:
             "cached": int(cached),
             "session_id": self.session_id,
             "custom_id": text_of(self.custom_id) if self.custom_id else self.custom_id,
+            "cost": reply.cost,
         }
         turns = []
         for number, turn in enumerate(self.turns, 1):
@@ -427,32 +378,6 @@ class Recorder:
             )
         prompt = "\n".join(map(text_of, _texts(self.messages)))
         return row, turns, (prompt, text)
-
-
-class _Recording:
-    """A provider whose ``chat_stream`` goes through a recorder; the rest is the provider's."""
-
-    def __init__(self, inner: ProviderAdapter, recorder: Recorder) -> None:
-        self._inner = inner
-        self._recorder = recorder
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def chat_stream(self, request: ProviderRequest) -> Iterator[ProviderEvent]:
-        return self._recorder.turn(self._inner, request)
-
-
-def answer_result(answer: dict[str, Any]) -> ChatResult:
-    """A logged turn's answer (text, thinking, tool calls, usage) as a :class:`ChatResult`."""
-    calls = [tool_call_from_dict(c) for c in answer.get("tool_calls") or ()]
-    return ChatResult(
-        answer.get("text") or "",
-        "tool_calls" if calls else "stop",
-        calls,
-        usage_from_dict(answer.get("usage")),
-        answer.get("thinking") or None,
-    )
 
 
 def _with_system(system: str | None, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

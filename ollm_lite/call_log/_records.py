@@ -75,31 +75,38 @@ class LoggedCall:
         session_id: Links the calls of one ``Session``.
         custom_id: The batch line's ``custom_id``.
         turns: Each model turn: ``{"request": {...}, "answer": {...}, "cached": bool}``.
+        cost: What the call cost by the prices its client was given (``None``: unknown: a
+            model without a price, a turn without usage, or a log older than costs).
+
+    A field that a damaged row (changed by hand or by another tool) holds in a form that
+    cannot be read is ``None`` (a list field ``[]``): ``calls()`` and ``stats()`` still
+    return the row, and log one WARNING naming it.
     """
 
-    id: str
-    started: datetime
-    seconds: float
+    id: str | None
+    started: datetime | None
+    seconds: float | None
     first_token_seconds: float | None
-    source: str
-    script: str
-    provider: str
+    source: str | None
+    script: str | None
+    provider: str | None
     host: str | None
     model: str | None
     messages: list[dict[str, Any]] = field(default_factory=list)
-    options: dict[str, Any] = field(default_factory=dict)
-    text: str = ""
+    options: dict[str, Any] | None = field(default_factory=dict)
+    text: str | None = ""
     thinking: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     tool_results: list[ToolResult] = field(default_factory=list)
-    finish: str = "complete"
+    finish: str | None = "complete"
     error_code: str | None = None
     error_message: str | None = None
     usage: Usage | None = None
-    cached: bool = False
+    cached: bool | None = False
     session_id: str | None = None
     custom_id: str | None = None
     turns: list[dict[str, Any]] = field(default_factory=list)
+    cost: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,7 +114,8 @@ class CallStats:
     """Figures for one group of calls (``log.stats(by=...)``).
 
     Attributes:
-        key: The model, the day (``YYYY-MM-DD`` in UTC), the host or the source.
+        key: The model, the day (``YYYY-MM-DD`` in UTC), the host, the source or the script
+            (``""`` when the calls have none; ``None`` when it cannot be read).
         calls: Calls in the group.
         errors: Calls that ended with an error.
         cached: Calls answered wholly from the log.
@@ -115,9 +123,10 @@ class CallStats:
         completion_tokens: Completion tokens spent (cached calls spend none).
         seconds_p50: The median duration of a call.
         seconds_p95: The 95th percentile duration.
+        cost: The sum of the known costs of its calls (``None`` when none is known).
     """
 
-    key: str
+    key: str | None
     calls: int
     errors: int
     cached: int
@@ -125,6 +134,7 @@ class CallStats:
     completion_tokens: int
     seconds_p50: float
     seconds_p95: float
+    cost: float | None = None
 
 
 def dumps(data: Any) -> str:
@@ -287,7 +297,7 @@ def call_to_json(call: LoggedCall) -> dict[str, Any]:
     """``call`` as JSON data, keyed by the field names of :class:`LoggedCall`."""
     return {
         "id": call.id,
-        "started": call.started.isoformat(),
+        "started": call.started.isoformat() if call.started is not None else None,
         "seconds": call.seconds,
         "first_token_seconds": call.first_token_seconds,
         "source": call.source,
@@ -309,6 +319,7 @@ def call_to_json(call: LoggedCall) -> dict[str, Any]:
         "session_id": call.session_id,
         "custom_id": call.custom_id,
         "turns": call.turns,
+        "cost": call.cost,
     }
 
 
@@ -323,4 +334,5 @@ def stats_to_json(stats: CallStats) -> dict[str, Any]:
         "completion_tokens": stats.completion_tokens,
         "seconds_p50": stats.seconds_p50,
         "seconds_p95": stats.seconds_p95,
+        "cost": stats.cost,
     }

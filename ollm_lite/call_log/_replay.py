@@ -7,22 +7,13 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from ..types import (
-    ErrorEvent,
-    ErrorInfo,
-    FinishEvent,
-    ProviderEvent,
-    ProviderRequest,
-    TextEvent,
-    ThinkingEvent,
-    ToolCallEvent,
-)
+from ..types import ProviderEvent, ProviderRequest
+from ._answers import answer_events
 from ._masking import Masker
-from ._records import LoggedCall, blocks_from_list, tool_call_from_dict, usage_from_dict
+from ._records import LoggedCall
 
 __all__ = ["RequestCheck", "first_difference", "logged_requests", "replay_turns"]
 
-_FINISH = frozenset({"stop", "length", "tool", "cancelled", "content_filter", "refusal"})
 #: What the replayed model is: any model, any provider, any server may replay a turn.
 _NOT_COMPARED = frozenset({"model"})
 _SHOWN = 80
@@ -33,13 +24,17 @@ _MASK = "***"
 def replay_turns(calls: Iterable[LoggedCall]) -> list[list[ProviderEvent]]:
     """Every model turn of ``calls``, oldest call first (whatever order they are given in),
     as the provider events the model sent."""
-    ordered = sorted(calls, key=lambda c: c.id)
-    return [_events(turn.get("answer") or {}) for call in ordered for turn in call.turns]
+    ordered = sorted(calls, key=lambda c: c.id or "")  # a damaged id: first
+    return [
+        answer_events(turn.get("answer") or {}, spent=True)
+        for call in ordered
+        for turn in call.turns
+    ]
 
 
 def logged_requests(calls: Iterable[LoggedCall]) -> list[dict[str, Any]]:
     """The request of every model turn of ``calls``, in :func:`replay_turns`' order."""
-    ordered = sorted(calls, key=lambda c: c.id)
+    ordered = sorted(calls, key=lambda c: c.id or "")
     return [dict(turn.get("request") or {}) for call in ordered for turn in call.turns]
 
 
@@ -169,23 +164,3 @@ def _system(message: Any) -> Any:
 def _shown(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
-
-
-def _events(answer: dict[str, Any]) -> list[ProviderEvent]:
-    events: list[ProviderEvent] = []
-    if answer.get("thinking"):
-        events.append(ThinkingEvent(str(answer["thinking"])))
-    if answer.get("text"):
-        events.append(TextEvent(str(answer["text"])))
-    events.extend(ToolCallEvent(tool_call_from_dict(c)) for c in answer.get("tool_calls") or ())
-    error = answer.get("error")
-    if isinstance(error, dict):
-        events.append(
-            ErrorEvent(ErrorInfo(str(error.get("message", "")), str(error.get("code", ""))))
-        )
-        return events
-    finish = answer.get("finish")
-    reason: Any = finish if finish in _FINISH else ("tool" if answer.get("tool_calls") else "stop")
-    blocks = blocks_from_list(answer.get("provider_blocks"))
-    events.append(FinishEvent(reason, usage_from_dict(answer.get("usage")), provider_blocks=blocks))
-    return events

@@ -116,8 +116,13 @@ def _version_1(db: sqlite3.Connection) -> None:
             db.execute("CREATE TABLE calls_fts (prompt TEXT, answer TEXT)")
 
 
+def _version_2(db: sqlite3.Connection) -> None:
+    """Each call's cost (by the prices its client was given; ``NULL``: unknown)."""
+    db.execute("ALTER TABLE calls ADD COLUMN cost REAL")
+
+
 #: Migration ``n`` brings a file from version ``n`` to ``n + 1``; never edit a released one.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_version_1,)
+MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_version_1, _version_2)
 
 
 def create_file(path: Path) -> None:

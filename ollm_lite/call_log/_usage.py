@@ -220,4 +220,6 @@ def estimated_keys(log: CallLog, *, by: str, since: Any = None) -> set[str]:
     if since is not None:
         sql += " AND started_ts >= ?"
         params.append(_seconds_ago(since, "since"))
-    return {str(row["key"]) for row in log._query(sql, params)}
+    from ._rows import as_text
+
+    return {as_text(row["key"]) or "" for row in log._query(sql, params)}

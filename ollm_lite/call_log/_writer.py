@@ -83,6 +83,7 @@ _CALL_COLUMNS = (
     "cached",
     "session_id",
     "custom_id",
+    "cost",
 )
 _INSERT_CALL = (
     f"INSERT INTO calls ({', '.join(_CALL_COLUMNS)}) "

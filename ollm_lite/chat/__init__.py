@@ -153,6 +153,11 @@ class ChatClient:
         return Conversation(self, system_prompt=system_prompt)
 
     def _counter(self, adapter: ProviderAdapter) -> TokenCounter:
+        # A layer around a provider (the gate's view of one call) names what it wraps
+        # ``inner``: the counter, and what it learnt of the model's window, stay that one's.
+        inner = getattr(adapter, "inner", None)
+        if inner is not None:
+            adapter = inner
         with self._lock:
             counter = self._counters.get(id(adapter))
             if counter is None or counter.provider is not adapter:

@@ -3,10 +3,13 @@
 :class:`CallSettings` carries what one script-level call (``Client.ask``/``run``/``events``)
 asks of every request it sends: its generation options, the tool choice (first model turn only,
 so a forced call does not repeat every turn), a structured-output schema, the reasoning switch,
-how long the server keeps the model loaded, extra headers, the total deadline of the whole call,
+how long the server keeps the model loaded, extra headers, the total deadline of the whole call
+(set once, as a ``time.monotonic()`` value, when the call starts: every wait and request of
+the call reads it, down to the socket, through the call's cancel event),
 and tools the model may call but the caller runs itself (no handler here). A field that
 :class:`~ollm_lite.types.ProviderRequest` has too, under the same name, goes into every request
-as it is (the chat loop copies them by name); ``tool_choice`` and ``timeout`` are set per turn.
+as it is (the chat loop copies them by name); ``tool_choice`` is set per turn, and the deadline
+travels with the request's cancel event, never as seconds.
 
 Stdlib only: the chat runtime imports it without the HTTP stack.
 """
@@ -38,8 +41,6 @@ class CallSettings:
         timeout: The seconds the deadline was set from (for messages).
         external_tools: Tools offered to the model that have no handler: a call to one ends
             the chat with ``tool_calls`` for the caller to run.
-        recorder: The call log's recorder of this call (``None``: not logged); every model
-            turn streams through its ``turn(adapter, request)``.
     """
 
     generation: GenerationOptions = field(default_factory=GenerationOptions)
@@ -51,7 +52,6 @@ class CallSettings:
     deadline: float | None = None
     timeout: float | None = None
     external_tools: tuple[ToolSchema, ...] = ()
-    recorder: Any = field(default=None, compare=False, repr=False)
 
     def __repr__(self) -> str:
         """Every field but the recorder; header values (secrets) shown as ``***``."""

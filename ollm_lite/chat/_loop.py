@@ -86,7 +86,9 @@ _PER_REQUEST = tuple(
 class ChatCall(TypedDict, total=False):
     """What one chat call may set; a key left out or ``None`` takes the client's default."""
 
-    provider: str | None
+    provider: str | ProviderAdapter | None
+    """A provider's name in the client's registry, or the provider itself (the gate's view
+    of this call: every model request of the call goes through it)."""
     model: str | None
     system_prompt: str | None
     tools: ToolRegistry | Iterable[Any] | None
@@ -250,6 +252,8 @@ class ChatLoop:
         return call.name in external and (self.tools is None or call.name not in self.tools)
 
     def _adapter(self) -> ProviderAdapter:
+        if self.provider is not None and not isinstance(self.provider, str):
+            return self.provider
         registry = self.client.registry
         adapter = registry.get(self.provider)
         if adapter is not None:
@@ -277,9 +281,10 @@ class ChatLoop:
         return None
 
     def _request(self, model: str, number: int) -> ProviderRequest:
-        """The plain request of turn ``number``; the tool strategy adds its part."""
+        """The plain request of turn ``number``; the tool strategy adds its part. The call's
+        deadline goes with it on the cancel event (``deadline_of(request.cancel)``), as the
+        absolute time it is, to every layer down to the socket."""
         settings = self.settings
-        remaining = settings.remaining()
         return ProviderRequest(
             model,
             list(self.history),
@@ -287,7 +292,6 @@ class ChatLoop:
             tool_choice=settings.tool_choice_for(number),
             options=self.options,
             cancel=self.cancel,
-            timeout=None if remaining is None else max(remaining, 0.001),
             **{name: _fresh(getattr(settings, name)) for name in _PER_REQUEST},
         )
 
@@ -320,10 +324,7 @@ class ChatLoop:
     ) -> Generator[ChatEvent, None, Ending | None]:
         """Stream one response into ``turn`` (``None`` when it finished, else how it ended);
         its usage joins the chat's."""
-        recorder = self.settings.recorder  # the call log notes (or answers) the turn
-        stream = (
-            adapter.chat_stream(request) if recorder is None else recorder.turn(adapter, request)
-        )
+        stream = adapter.chat_stream(request)
         try:
             return (yield from read_turn(stream, turn, forward=forward, cancel=self.cancel))
         finally:

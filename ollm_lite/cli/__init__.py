@@ -9,6 +9,7 @@
     ollm-lite config show [--json] | validate
     ollm-lite batch run INPUT.jsonl -o OUTPUT.jsonl | make PROMPTS -o INPUT.jsonl  (_batch)
     ollm-lite logs [list] | show ID | stats | prune | path | on | off  (_logs)
+    ollm-lite budget [--json]                                        (_budget)
 
 Global flags (before or after the subcommand): ``--provider``, ``--host``, ``--api-key``,
 ``--model``, ``--config``, ``--timeout``, ``--debug``.
@@ -43,6 +44,7 @@ from .. import __version__
 from ..errors import Cancelled, OllmError
 from . import _mcp as _mcp_cli
 from ._batch import add_batch_commands
+from ._budget import add_budget_parser
 from ._chat import add_chat_parser
 from ._common import (
     EXIT_ERROR,
@@ -90,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands, flags, missing, _cmd_mcp_list, _cmd_mcp_login, _cmd_mcp_logout
     )
     add_logs_parser(commands, flags)
+    add_budget_parser(commands, flags)
     batch = add_batch_commands(commands, flags, global_flags, url_text)
     batch.set_defaults(handler=missing(batch), usage_parser=batch)
     return parser

@@ -158,11 +158,11 @@ def _cmd_run(args: argparse.Namespace, ctx: Any) -> int:
     from ..batch import BatchFileError, run_with_provider
     from ..batch._progress import BatchProgressPrinter
     from ..batch._runner import Stops
-    from ..call_log._batch import cli_batch_provider
     from ..config._connect import call_defaults
+    from ..gate import cli_batch_gate
 
     ctx.check_config()
-    provider = cli_batch_provider(_provider(args, ctx), ctx.config, args.input)  # the call log
+    provider = cli_batch_gate(_provider(args, ctx), ctx.config, args.input)  # the one way in
     note = getattr(provider, "health_note", None)
     printer = BatchProgressPrinter(ctx.err, hosts=note if callable(note) else None)
     stops = Stops()

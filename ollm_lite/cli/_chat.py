@@ -31,14 +31,14 @@ from ._common import (
     temperature,
     usage_on_unknown_server,
 )
-from ._logs import add_chat_log_flags, chat_recorder
+from ._logs import add_chat_log_flags, chat_gate
 from ._terminal_text import printable
 
 if TYPE_CHECKING:
-    from ..call_log._recorder import Recorder
     from ..chat import ChatClient
     from ..chat._call_settings import CallSettings
     from ..config import Config
+    from ..gate import GatedCall
     from ..providers.base import ProviderAdapter
     from ..types import ChatEvent
     from ..types._event_fold import Folded
@@ -136,15 +136,15 @@ def _cmd_chat(args: argparse.Namespace, ctx: Context) -> int:
     prompt = _read_prompt(args, ctx)
     adapter = ctx.provider()
     model = chat_model(ctx, adapter)
-    recorder = chat_recorder(args, ctx, adapter, model)  # the call log, when it is on
+    way = chat_gate(args, ctx, adapter, model)  # the one way in, when anything is on
     with usage_on_unknown_server(), _mcp_cli.open_tools(args.tools, ctx.config) as tools:
         client = ChatClient(
-            recorder.wrap(adapter) if recorder is not None else ctx.registry,
+            way if way is not None else ctx.registry,
             model=model,
             context_limits=ctx.config.context_limits,
             tools=tools or None,
         )
-        return _run_chat(args, ctx, client, prompt, recorder)
+        return _run_chat(args, ctx, client, prompt, way)
 
 
 def _run_chat(
@@ -152,7 +152,7 @@ def _run_chat(
     ctx: Context,
     client: ChatClient,
     prompt: str,
-    recorder: Recorder | None = None,
+    way: GatedCall | None = None,
 ) -> int:
     from ..chat._loop import ChatLoop
     from ..types._event_fold import EventFold
@@ -182,8 +182,8 @@ def _run_chat(
             close = getattr(events, "close", None)
             if close is not None:
                 close()
-    if recorder is not None:
-        recorder.finish_fold(fold, cancelled=cancel.is_set())
+    if way is not None:
+        way.finish_fold(fold, cancelled=cancel.is_set())
     return view.finish(fold.result(), cancelled=cancel.is_set())
 
 

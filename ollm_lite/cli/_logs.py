@@ -1,45 +1,65 @@
 """``ollm-lite logs``: read the call log from the command line, and ``chat --log/--no-log``.
 
-``logs [list]`` lists the newest calls (a long answer shortened to one line), ``logs show ID``
-prints one in full, ``logs stats`` sums them up by model, day, host or source, ``logs prune``
-removes old ones for good, ``logs path`` prints the file, ``logs on|off`` sets ``[log]
-enabled`` in the config file (keeping every other line). ``--json`` prints the field names of
-``LoggedCall`` and ``CallStats`` as keys. A bad duration or an unknown id exits 2.
+``logs [list]`` lists the newest calls, one line each (the start in local time with its
+weekday, the model, the seconds, a cached mark, the answer or the error shortened to the
+line), ``logs show ID`` prints one in full (``ID``: any unique prefix of an id), ``logs
+stats`` sums them up by model, day, host, source or script and ends with a total row, ``logs
+prune`` removes old ones for good, ``logs path`` prints the file, ``logs on|off`` sets
+``[log] enabled`` in the config file (keeping every other line). ``--json`` prints the field
+names of ``LoggedCall`` and ``CallStats`` as keys. A bad duration or argument, an unknown id
+or an ambiguous prefix exits 2.
+
+Everything printed from the log goes through the printable path (:func:`printable`): a stored
+answer or error may quote a server, escape sequences included.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import logging
 import os
 import re
-from datetime import UTC
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..call_log._settings import ENV_VAR, env_setting, log_path
 from ..errors import ConfigError
 from ._common import EXIT_OK, Context, UsageError, emit_json, table
+from ._terminal_text import PrintableFormatter, printable
 
 if TYPE_CHECKING:
     from ..call_log._reader import CallLog
-    from ..call_log._recorder import Recorder
+    from ..call_log._records import CallStats, LoggedCall
+    from ..gate import GatedCall
     from ..providers.base import ProviderAdapter
 
-__all__ = ["add_chat_log_flags", "add_logs_parser", "chat_recorder", "duration"]
+__all__ = ["add_chat_log_flags", "add_logs_parser", "chat_gate", "duration"]
 
-_DURATION = re.compile(r"([1-9][0-9]*)([smhd]?)")
+_DURATION = re.compile(r"([1-9][0-9]{0,11})([smhd]?)", re.ASCII)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+#: The longest ``D``: 1000 years (a longer one reaches past the dates a clock can name).
+MAX_DURATION = 1000 * 365 * 86400
 
 
 def duration(text: str) -> int:
-    """``D``: a positive whole number of seconds, or with ``s``, ``m``, ``h`` or ``d``."""
+    """``D``: a positive whole number of seconds, or with ``s``, ``m``, ``h`` or ``d``; at
+    most :data:`MAX_DURATION`."""
     match = _DURATION.fullmatch(text.strip())
-    if match is None:
+    seconds = int(match.group(1)) * _UNITS[match.group(2)] if match else 0
+    if match is None or seconds > MAX_DURATION:
         raise argparse.ArgumentTypeError(
-            f"invalid duration {text!r}: a positive whole number, optionally followed by "
-            "s, m, h or d (3600, 30m, 12h, 7d)"
+            f"invalid duration {_shortened(text)!r}: a positive whole number, optionally "
+            "followed by s, m, h or d (3600, 30m, 12h, 7d), of at most 1000 years"
         )
-    return int(match.group(1)) * _UNITS[match.group(2)]
+    return seconds
+
+
+def _shortened(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def _count(text: str) -> int:
@@ -69,11 +89,13 @@ def add_logs_parser(
     _list_flags(listing)
     listing.set_defaults(handler=_cmd_list, usage_parser=listing)
     show = actions.add_parser("show", parents=[flags], help="one call in full")
-    show.add_argument("id", metavar="ID")
+    show.add_argument("id", metavar="ID", help="a call's id, or any unique prefix of one")
     show.add_argument("--json", action="store_true", help="one JSON object")
     show.set_defaults(handler=_cmd_show, usage_parser=show)
     stats = actions.add_parser("stats", parents=[flags], help="calls, errors, tokens, times")
-    stats.add_argument("--by", choices=("model", "day", "host", "source"), default="model")
+    stats.add_argument(
+        "--by", choices=("model", "day", "host", "source", "script"), default="model"
+    )
     stats.add_argument("--since", type=duration, metavar="D", help="only the last D")
     stats.add_argument("--json", action="store_true", help="one JSON array")
     stats.set_defaults(handler=_cmd_stats, usage_parser=stats)
@@ -93,6 +115,7 @@ def add_logs_parser(
 def _list_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-n", type=_count, default=20, metavar="N", help="how many (20)")
     parser.add_argument("--since", type=duration, metavar="D", help="only the last D")
+    parser.add_argument("--until", type=duration, metavar="D", help="only calls before D ago")
     # --model M (only this model's calls) is the global flag of the same name
     parser.add_argument("--search", metavar="TEXT", help="prompt or answer contains TEXT")
     parser.add_argument("--errors", action="store_true", help="only failed calls")
@@ -124,9 +147,53 @@ def _nothing_yet(ctx: Context) -> bool:
     return True
 
 
-def _one_line(text: str, limit: int = 60) -> str:
-    flat = " ".join(text.split())
+@contextlib.contextmanager
+def _usage_on_bad_argument() -> Iterator[None]:
+    """A ``ConfigError`` the log raises for an argument (text it cannot search for) as a
+    usage error."""
+    try:
+        yield
+    except ConfigError as exc:
+        if isinstance(exc.details, dict) and "argument" in exc.details:
+            raise UsageError(exc.message) from exc
+        raise
+
+
+@contextlib.contextmanager
+def _warnings_shown(ctx: Context) -> Iterator[None]:
+    """The log's warnings (a damaged row) on stderr while the log is read (with ``--debug``
+    every record already is)."""
+    if ctx.debug:
+        yield
+        return
+    handler = logging.StreamHandler(ctx.err)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(PrintableFormatter("ollm-lite: warning: %(message)s"))
+    logger = logging.getLogger("ollm_lite.call_log")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+def _field(value: object) -> str:
+    """A stored value on one line of the terminal ("?" for one that cannot be read)."""
+    return "?" if value is None else " ".join(printable(str(value)).split())
+
+
+def _one_line(text: str | None, limit: int = 60) -> str:
+    flat = _field(text if text is not None else "")
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _local(started: datetime | None) -> str:
+    """When a call started, in local time with its weekday (``Tue 2026-01-13 07:00:12``)."""
+    return "?" if started is None else started.astimezone().strftime("%a %Y-%m-%d %H:%M:%S")
+
+
+def _seconds(value: float | None) -> str:
+    return "?" if value is None else f"{value:.2f}"
 
 
 def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
@@ -138,9 +205,10 @@ def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
             return EXIT_OK
         _nothing_yet(ctx)
         return EXIT_OK
-    with _open(ctx) as log:
+    with _open(ctx) as log, _usage_on_bad_argument(), _warnings_shown(ctx):
         calls = log.calls(
             since=args.since,
+            until=args.until,
             model=getattr(args, "model", None),
             search=args.search,
             errors=args.errors,
@@ -152,20 +220,42 @@ def _cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     if not calls:
         ctx.say("no calls match")
         return EXIT_OK
-    rows = [
-        [
-            c.id,
-            c.started.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
-            c.model or "",
-            c.source,
-            f"{c.seconds:.2f}s",
-            c.error_code or c.finish,
-            _one_line(c.text),
-        ]
-        for c in calls
-    ]
-    ctx.out.write(table(["ID", "STARTED (UTC)", "MODEL", "SOURCE", "TIME", "END", "ANSWER"], rows))
+    headers = ["ID", "STARTED", "MODEL", "SOURCE", "SECONDS", "CACHED", "END", "ANSWER OR ERROR"]
+    ctx.out.write(table(headers, [_list_row(c) for c in calls]))
     return EXIT_OK
+
+
+def _list_row(call: LoggedCall) -> list[str]:
+    failed = call.error_code is not None
+    return [
+        _field(call.id),
+        _local(call.started),
+        _field(call.model or ""),
+        _field(call.source),
+        _seconds(call.seconds),
+        "cached" if call.cached else "",
+        _field(call.error_code if failed else call.finish),
+        _one_line(call.error_message if failed else call.text),
+    ]
+
+
+def _find(log: CallLog, prefix: str) -> str:
+    """The one id that starts with ``prefix``.
+
+    Raises:
+        UsageError: no id, or more than one, starts so.
+    """
+    if not prefix:
+        raise UsageError("no call '': give a call's id or the first characters of one")
+    with _usage_on_bad_argument():
+        ids = log._ids(prefix)
+    if not ids:
+        raise UsageError(f"no call {prefix!r} in the call log {log.path}")
+    if len(ids) > 1:
+        raise UsageError(
+            f"{prefix!r} starts more than one call id ({ids[0]}, {ids[1]} ...): give more of it"
+        )
+    return ids[0]
 
 
 def _cmd_show(args: argparse.Namespace, ctx: Context) -> int:
@@ -173,33 +263,67 @@ def _cmd_show(args: argparse.Namespace, ctx: Context) -> int:
 
     if not _exists(ctx):
         raise UsageError(f"no call {args.id!r}: nothing is logged yet")
-    with _open(ctx) as log:
-        try:
-            call = log.get(args.id)
-        except ConfigError as exc:
-            if "no call" in exc.message:
-                raise UsageError(exc.message) from exc
-            raise
+    with _open(ctx) as log, _warnings_shown(ctx):
+        call = log.get(_find(log, args.id))
     if args.json:
         emit_json(ctx.out, call_to_json(call))
         return EXIT_OK
-    data = call_to_json(call)
-    lines = [f"{key}: {data[key]}" for key in ("id", "started", "source", "script", "provider",
-             "host", "model", "finish", "seconds", "first_token_seconds", "cached",
-             "session_id", "custom_id", "error_code", "error_message", "usage", "options")
-             if data[key] is not None]  # fmt: skip
+    ctx.out.write(printable("\n".join(_shown(call)) + "\n"))
+    return EXIT_OK
+
+
+def _shown(call: LoggedCall) -> list[str]:
+    """``call`` in full, for reading: one ``field: value`` line each, then the options and
+    the usage as ``key = value`` lines, the messages, the tool calls and the answer."""
+    fields: list[tuple[str, object]] = [
+        ("id", call.id),
+        ("started", _local(call.started) + (" (local time)" if call.started else "")),
+        ("source", call.source),
+        ("script", call.script),
+        ("provider", call.provider),
+        ("host", call.host),
+        ("model", call.model),
+        ("finish", call.finish),
+        ("seconds", _seconds(call.seconds)),
+        ("first_token_seconds", None if call.first_token_seconds is None
+         else _seconds(call.first_token_seconds)),
+        ("cached", None if call.cached is None else ("yes" if call.cached else "no")),
+        ("session_id", call.session_id),
+        ("custom_id", call.custom_id),
+        ("error_code", call.error_code),
+        ("error_message", call.error_message),
+    ]  # fmt: skip
+    lines = [f"{name}: {_field(value)}" for name, value in fields if value is not None]
+    if call.usage is not None:
+        usage = {
+            "prompt_tokens": call.usage.prompt_tokens,
+            "completion_tokens": call.usage.completion_tokens,
+            "total_tokens": call.usage.total_tokens,
+            **call.usage.extra,
+        }
+        lines += ["usage:", *_settings(usage)]
+    if call.options:
+        lines += ["options:", *_settings(call.options)]
     lines.append("")
     for message in call.messages:
         content = message.get("content")
-        shown = content if isinstance(content, str) else str(content)
-        lines.append(f"[{message.get('role')}] {shown}")
+        shown = content if isinstance(content, str) else _value(content)
+        lines.append(f"[{_field(message.get('role'))}] {shown}")
     for tool_call in call.tool_calls:
-        lines.append(f"[tool call] {tool_call.name} {tool_call.arguments}")
+        lines.append(f"[tool call] {_field(tool_call.name)} {tool_call.arguments}")
     if call.thinking:
         lines += ["", "[thinking]", call.thinking]
-    lines += ["", "[answer]", call.text]
-    ctx.out.write("\n".join(lines) + "\n")
-    return EXIT_OK
+    lines += ["", "[answer]", call.text if call.text is not None else "?"]
+    return lines
+
+
+def _settings(values: dict[str, Any]) -> list[str]:
+    """``  key = value`` lines, values as JSON (``temperature = 0.2``, ``stop = ["\\n"]``)."""
+    return [f"  {_field(key)} = {_field(_value(value))}" for key, value in values.items()]
+
+
+def _value(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _no_model_filter(args: argparse.Namespace, command: str, what: str) -> None:
@@ -207,6 +331,29 @@ def _no_model_filter(args: argparse.Namespace, command: str, what: str) -> None:
     every model's calls removed while the user meant one), so it is a usage error."""
     if getattr(args, "model", None) is not None:
         raise UsageError(f"--model does not apply to 'logs {command}': it {what}")
+
+
+#: The columns of ``logs stats``: a header and how a row's cell is made from the group's
+#: figures and whether its token sums include counted or estimated figures. A column added
+#: here shows in every row and in the total row.
+_STATS_TABLE: list[tuple[str, Callable[[CallStats, bool], str]]] = [
+    ("CALLS", lambda s, rough: str(s.calls)),
+    ("ERRORS", lambda s, rough: str(s.errors)),
+    ("CACHED", lambda s, rough: str(s.cached)),
+    ("PROMPT", lambda s, rough: _tokens(s.prompt_tokens, rough)),
+    ("COMPLETION", lambda s, rough: _tokens(s.completion_tokens, rough)),
+    ("P50 S", lambda s, rough: f"{s.seconds_p50:.2f}"),
+    ("P95 S", lambda s, rough: f"{s.seconds_p95:.2f}"),
+]
+
+
+def _stats_row(
+    key: str,
+    stats: CallStats,
+    rough: bool,
+    columns: list[tuple[str, Callable[[CallStats, bool], str]]],
+) -> list[str]:
+    return [key, *(cell(stats, rough) for _, cell in columns)]
 
 
 def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
@@ -220,22 +367,26 @@ def _cmd_stats(args: argparse.Namespace, ctx: Context) -> int:
         else:
             _nothing_yet(ctx)
         return EXIT_OK
-    with _open(ctx) as log:
-        stats = log.stats(by=args.by, since=args.since)
+    with _open(ctx) as log, _warnings_shown(ctx):
+        stats, total = log._grouped(args.by, args.since)
         if args.json:
             emit_json(ctx.out, [stats_to_json(s) for s in stats])
             return EXIT_OK
         from ..call_log._usage import estimated_keys
 
         rough = estimated_keys(log, by=args.by, since=args.since)  # sums marked "~"
+    if not stats:
+        ctx.say("no calls match")
+        return EXIT_OK
+    columns = list(_STATS_TABLE)
+    if any(s.cost is not None for s in stats):  # a cost column once any call has a cost
+        columns.append(("COST", lambda s, rough: "-" if s.cost is None else f"{s.cost:.4f}"))
     rows = [
-        [s.key or "-", str(s.calls), str(s.errors), str(s.cached),
-         _tokens(s.prompt_tokens, s.key in rough), _tokens(s.completion_tokens, s.key in rough),
-         f"{s.seconds_p50:.2f}", f"{s.seconds_p95:.2f}"]
+        _stats_row("?" if s.key is None else s.key or "-", s, s.key in rough, columns)
         for s in stats
-    ]  # fmt: skip
-    headers = [args.by.upper(), "CALLS", "ERRORS", "CACHED", "PROMPT", "COMPLETION", "P50 S"]
-    ctx.out.write(table([*headers, "P95 S"], rows))
+    ]
+    rows.append(_stats_row("total", total, bool(rough), columns))
+    ctx.out.write(table([args.by.upper(), *(header for header, _ in columns)], rows))
     return EXIT_OK
 
 
@@ -395,13 +546,11 @@ def add_chat_log_flags(chat: argparse.ArgumentParser) -> None:
     )
 
 
-def chat_recorder(
+def chat_gate(
     args: argparse.Namespace, ctx: Context, adapter: ProviderAdapter, model: str
-) -> Recorder | None:
-    """The recorder of a CLI ``chat`` exchange (``None``: not logged)."""
-    from ..call_log._hooks import client_logger
+) -> GatedCall | None:
+    """The way in of a CLI ``chat`` exchange through the gate (``None``: nothing to pass)."""
+    from ..gate import configured_gate
 
-    logger = client_logger(getattr(args, "log", None), None, ctx.config, adapter)
-    if logger is None:
-        return None
-    return logger.begin("cli", model=model)
+    gate = configured_gate(adapter, ctx.config, getattr(args, "log", None))
+    return None if gate is None else gate.call("cli", model=model)

@@ -54,6 +54,7 @@ from ._session import Session
 if TYPE_CHECKING:
     from ..call_log._recorder import CallLogger
     from ..config import Config
+    from ..gate import Budget, Gate, RateLimit
 
 __all__ = [
     "Client",
@@ -87,6 +88,9 @@ class Client(ScriptCalls):
         context_limits: Context windows by model name, from the configuration.
         schema_retries: As above; may be changed.
         call_log: Where calls are logged (``None``: not logged); set by :func:`connect`.
+        gate: The one way in every model request of the client passes (the call log and its
+            cache, prices, budget, rate limit); ``None`` when nothing is set to pass (see
+            :mod:`ollm_lite.gate`).
 
     The calls — :meth:`ask`, :meth:`stream`, :meth:`run`, :meth:`events` — are the same on a
     :class:`Session`, which continues one conversation.
@@ -122,6 +126,7 @@ class Client(ScriptCalls):
         self._chat = ChatClient(provider, max_turns=max_turns, context_limits=self.context_limits)
         self._lock = threading.Lock()
         self.call_log: CallLogger | None = None
+        self.gate: Gate | None = None
 
     def __repr__(self) -> str:
         return f"Client(provider={getattr(self.provider, 'name', '?')!r}, model={self.model!r})"
@@ -138,6 +143,8 @@ class Client(ScriptCalls):
         close = getattr(self.provider, "close", None)
         if callable(close):
             close()
+        if self.gate is not None:
+            self.gate.release()
         if self.call_log is not None:
             self.call_log.close()
 
@@ -231,6 +238,9 @@ def connect(
     per_host: int | None = None,
     log: bool | str | os.PathLike[str] | None = None,
     cache: bool | None = None,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+    budget: Budget | None = None,
+    rate: RateLimit | None = None,
     **options: Unpack[Options],
 ) -> Client:
     """A client configured the way ``ollm-lite`` is: config file, environment, then arguments.
@@ -251,6 +261,16 @@ def connect(
             not even when the environment or the config file asks; ``None``: as they say).
             See :mod:`ollm_lite.call_log`.
         cache: Answer a model turn identical to a logged one from the log (implies the log).
+        prices: Prices per million tokens by exact model name, ``{"MODEL": {"input": ...,
+            "output": ..., "cached_input": ...}}`` (``cached_input`` optional), over the
+            config file's ``[prices."MODEL"]`` tables: ``Reply.cost`` and the log's costs.
+            See docs/costs.md.
+        budget: Limits on what the client spends (a :class:`~ollm_lite.Budget`), over the
+            config file's ``[budget]``: a request at or past one is not sent
+            (``BudgetExceeded``). ``per="day"``/``"month"`` count from the call log, and
+            turn it on (with ``log=False``: ``ConfigError``).
+        rate: Requests and tokens per minute (a :class:`~ollm_lite.RateLimit`), over the
+            config file's ``[rate]``, shared by the client's threads, ``map`` and batch lines.
         **options: Defaults for every call: the per-call options of :meth:`Client.ask`;
             they win over the configuration's ``[options]`` table, which applies beneath them.
 
@@ -259,8 +279,8 @@ def connect(
 
     Raises:
         TypeError: an unknown keyword.
-        ConfigError: ``CONFIG_INVALID`` for an unreadable or invalid configuration, or
-            ``cache=True`` with ``log=False``.
+        ConfigError: ``CONFIG_INVALID`` for an unreadable or invalid configuration,
+            ``cache=True`` or a day/month budget with ``log=False``, or bad prices.
         ProviderNotFound: ``PROVIDER_NOT_FOUND`` for an unknown provider name.
     """
     check_names(options, "connect")
@@ -282,7 +302,28 @@ def connect(
         options=call_defaults(settings, options),
         context_limits=settings.context_limits,
     )
+    from ..gate import gate_for
+    from ..gate._budget import budget_from
+    from ..gate._prices import prices_from
+    from ..gate._rate import rate_from
+
+    priced = prices_from(prices, settings.prices)
+    limits = budget_from(budget, settings.budget)
+    per_minute = rate_from(rate, settings.rate)
+    if limits is not None and limits.from_log:  # counted from the log: it must be on
+        if log is False:
+            raise ConfigError(
+                f"a per={limits.per!r} budget is counted from the call log: "
+                "it cannot go with log=False"
+            )
+        if log is None and (budget is not None or getattr(adapter, "log_from_settings", True)):
+            log = True  # given in code, or a provider the config file's settings apply to
     client.call_log = client_logger(log, cache, settings, adapter)
+    if limits is not None and limits.from_log and client.call_log is None:
+        limits = None  # the config file's budget, on a script it does not log (a test)
+    client.gate = gate_for(
+        adapter, log=client.call_log, prices=priced, budget=limits, rate=per_minute
+    )
     return client
 
 

@@ -16,24 +16,15 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Unpack
 
-from ..call_log._hooks import logged
 from ..chat import ToolMode
 from ..errors import OllmError
 from ..types import ChatEvent, Message
 from ._options import Options, check_names
 from ._prepare import Call, CallInputs
-from ._run_call import (
-    Reply,
-    Runner,
-    call_events,
-    call_pieces,
-    call_reply,
-    failed,
-    raise_for,
-    watch,
-)
+from ._run_call import Reply, Runner, call_pieces, call_reply, call_stream, failed, raise_for
 from ._typed import answer_spec
 
 __all__ = ["ScriptCalls"]
@@ -50,9 +41,9 @@ class ScriptCalls(ABC):
     def _runner(self) -> Runner:
         """The client whose connection, model and retries run the call."""
 
-    def _logged(self, call: Call, source: str) -> Call:
-        """``call`` recorded in the client's call log, if it keeps one."""
-        return logged(self._runner(), call, source, getattr(self, "session_id", None))
+    def _as(self, call: Call, source: str) -> Call:
+        """``call`` as the surface ``source`` makes it (for the call log), in this session."""
+        return replace(call, source=source, session_id=getattr(self, "session_id", None))
 
     def ask(
         self,
@@ -99,7 +90,7 @@ class ScriptCalls(ABC):
                 the corrective retry.
         """
         check_names(options, "ask")
-        call = self._logged(self._begin(CallInputs(prompt, system, model, images, options)), "ask")
+        call = self._as(self._begin(CallInputs(prompt, system, model, images, options)), "ask")
         spec = answer_spec(schema) if schema is not None else None
         reply, folded = call_reply(self._runner(), call, cancel, spec)
         raise_for(reply, folded, token_limit=True)
@@ -131,7 +122,7 @@ class ScriptCalls(ABC):
         """
         check_names(options, "stream")
         call = self._begin(CallInputs(prompt, system, model, images, options))
-        return call_pieces(self._runner(), self._logged(call, "stream"), cancel)
+        return call_pieces(self._runner(), self._as(call, "stream"), cancel)
 
     def run(
         self,
@@ -170,7 +161,7 @@ class ScriptCalls(ABC):
         check_names(options, "run")
         inputs = CallInputs(prompt, system, model, images, options, tools, max_turns, tool_mode)
         reply, folded = call_reply(
-            self._runner(), self._logged(self._begin(inputs), "run"), cancel, None
+            self._runner(), self._as(self._begin(inputs), "run"), cancel, None
         )
         raise_for(reply, folded, token_limit=False)
         return reply
@@ -204,5 +195,4 @@ class ScriptCalls(ABC):
             call = self._begin(inputs)
         except OllmError as exc:
             return failed(exc)
-        call = self._logged(call, "events")
-        return watch(call, call_events(self._runner(), call, cancel, []))
+        return call_stream(self._runner(), self._as(call, "events"), cancel)

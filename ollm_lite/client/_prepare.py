@@ -50,6 +50,10 @@ class Call:
     settings: CallSettings
     loop: ChatCall
     """The :class:`~ollm_lite.chat._loop.ChatLoop` keywords this call sets."""
+    source: str = "ask"
+    """What the call log records it as: ``ask``, ``stream``, ``run``, ``events`` or ``map``."""
+    session_id: str | None = None
+    """The :class:`~ollm_lite.Session` the call continues, if any."""
     secrets: tuple[str, ...] = field(default=(), repr=False)
     """Secrets earlier calls left in :attr:`history` (a ``Session``'s header values and MCP
     secrets): the call log masks them in this call's record too."""

@@ -1,11 +1,13 @@
 """A prepared call run on the chat runtime, and how it ends: its events, its text pieces, or
 its :class:`Reply`.
 
-Shared by ``Client``, ``Session`` and ``Client.map``: :func:`call_events` resolves the model
-(asking the server once when none is configured), starts the total deadline of ``timeout``
-and runs the chat loop; :func:`call_pieces` and :func:`call_reply` fold those events into what
-``stream`` yields and ``ask``/``run`` return. :func:`call_reply` also validates a typed answer,
-asking again (with the validation errors) up to ``client.schema_retries`` times. The loop
+Shared by ``Client``, ``Session`` and ``Client.map``: :func:`started` sets the call's
+deadline (once, an absolute time), :func:`way_in` opens the call's way through the client's
+gate (:mod:`ollm_lite.gate`), and :func:`call_events` resolves the model (asking the server
+once when none is configured) and runs the chat loop on it; :func:`call_pieces` and
+:func:`call_reply` fold those events into what ``stream`` yields and ``ask``/``run``
+return. :func:`call_reply` also validates a typed answer, asking again (with the validation
+errors) up to ``client.schema_retries`` times. The loop
 appends to ``call.history`` as it runs.
 
 :func:`reply_of` builds the :class:`Reply` from the one fold of the chat's events;
@@ -43,6 +45,7 @@ from ._typed import AnswerSpec, correction_prompt, parse_answer
 
 if TYPE_CHECKING:
     from ..chat import ChatClient, Turn
+    from ..gate import Gate, GatedCall
 
 __all__ = [
     "Reply",
@@ -50,12 +53,14 @@ __all__ = [
     "call_events",
     "call_pieces",
     "call_reply",
+    "call_stream",
     "drain",
     "failed",
     "error_of",
     "raise_for",
     "reply_of",
-    "watch",
+    "started",
+    "way_in",
 ]
 
 logger = logging.getLogger(__name__)
@@ -90,6 +95,10 @@ class Reply:
     """The exception, for a failed item (``finish == "error"``)."""
     value: Any = None
     """The validated object when a ``schema`` was given."""
+    cost: float | None = None
+    """What the call cost, summed over its model turns, by the prices the client was given
+    (per million tokens, in their currency): ``None`` when a turn's model has no price or a
+    priced turn's server reported no usage; 0 when every turn came from the cache."""
 
     def __str__(self) -> str:
         return self.text
@@ -105,7 +114,28 @@ class Runner(Protocol):
     @property
     def schema_retries(self) -> int: ...
 
+    @property
+    def gate(self) -> Gate | None: ...
+
     def _model(self, model: str | None, cancel: threading.Event | None = None) -> str: ...
+
+
+def started(call: Call) -> Call:
+    """``call`` with its deadline set: ``timeout`` seconds from now, as the one
+    ``time.monotonic()`` value every turn, tool, retry and request of the call reads."""
+    settings = call.settings
+    if settings.deadline is not None or settings.timeout is None:
+        return call
+    deadline = time.monotonic() + settings.timeout
+    return replace(call, settings=replace(settings, deadline=deadline))
+
+
+def way_in(client: Runner, call: Call) -> GatedCall | None:
+    """The call's way in through the client's gate (``None``: the client has none)."""
+    gate = client.gate
+    if gate is None:
+        return None
+    return gate.call(call.source, call, session_id=call.session_id)
 
 
 def call_events(
@@ -115,23 +145,24 @@ def call_events(
     turns: list[Turn],
     *,
     response_format: Any = None,
-    deadline: float | None = None,
+    way: GatedCall | None = None,
 ) -> Generator[ChatEvent, None, None]:
-    """The chat runtime's events for ``call``; never raises (failures are events)."""
+    """The chat runtime's events for ``call`` (started); never raises (failures are events).
+    Its model requests go through ``way`` when the client has a gate."""
     settings = call.settings
-    if deadline is None and settings.timeout is not None:
-        deadline = time.monotonic() + settings.timeout
     try:
         # may list the server's models: inside the call's deadline, like every request of it
-        model = client._model(call.model, LinkedEvent(cancel, deadline=deadline))
+        model = client._model(call.model, LinkedEvent(cancel, deadline=settings.deadline))
     except Cancelled:
         yield ChatFinishEvent("cancelled")
         return
     except OllmError as exc:
         yield from failed(exc)
         return
-    settings = replace(settings, response_format=response_format, deadline=deadline)
+    settings = replace(settings, response_format=response_format)
     keywords = call.loop | ChatCall(model=model, cancel=cancel, settings=settings)
+    if way is not None:
+        keywords["provider"] = way
     loop = ChatLoop(client._chat, call.history, turns, **keywords)
     events = loop.run(call.prompt, ())
     try:
@@ -142,20 +173,26 @@ def call_events(
             close()
 
 
-def watch(call: Call, events: Generator[ChatEvent, None, None]) -> Generator[ChatEvent, None, None]:
-    """``events``, recorded in the call log when they end or are closed (when ``call`` is
-    logged: its settings carry the log's recorder)."""
-    recorder = call.settings.recorder
-    if recorder is None:
-        return events
-    watched: Generator[ChatEvent, None, None] = recorder.watch(events)
-    return watched
+def call_stream(
+    client: Runner, call: Call, cancel: threading.Event | None
+) -> Generator[ChatEvent, None, None]:
+    """``events``: the call's chat events, the call ending (in the log) when they end or are
+    closed; never raises."""
+    call = started(call)
+    way = way_in(client, call)
+    events = call_events(client, call, cancel, [], way=way)
+    if way is not None:
+        events = way.watch(events)
+    try:
+        yield from events
+    finally:
+        events.close()
 
 
 def call_pieces(client: Runner, call: Call, cancel: threading.Event | None) -> Iterator[str]:
     """The answer's text pieces; ends quietly when cancelled, raises the typed error after."""
     fold = EventFold()
-    events = watch(call, call_events(client, call, cancel, []))
+    events = call_stream(client, call, cancel)
     try:
         for event in events:
             fold.add(event)
@@ -173,23 +210,24 @@ def call_reply(
     client: Runner, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
 ) -> tuple[Reply, Folded]:
     """Drive the call to its end; never raises for the chat's own outcome."""
-    reply, folded = _drive(client, call, cancel, spec)
-    recorder = call.settings.recorder
-    if recorder is not None:  # the call is logged: the log records how it ended
-        recorder.finish(reply)
+    call = started(call)
+    way = way_in(client, call)
+    reply, folded = _drive(client, call, cancel, spec, way)
+    if way is not None:  # the call ends at the gate: logged, its spend settled
+        way.finish(reply)
     return reply, folded
 
 
 def _drive(
-    client: Runner, call: Call, cancel: threading.Event | None, spec: AnswerSpec | None
+    client: Runner,
+    call: Call,
+    cancel: threading.Event | None,
+    spec: AnswerSpec | None,
+    way: GatedCall | None,
 ) -> tuple[Reply, Folded]:
-    timeout = call.settings.timeout
-    deadline = None if timeout is None else time.monotonic() + timeout
     schema = spec.schema if spec is not None else None
     turns: list[Turn] = []
-    folded = drain(
-        call_events(client, call, cancel, turns, response_format=schema, deadline=deadline)
-    )
+    folded = drain(call_events(client, call, cancel, turns, response_format=schema, way=way))
     reply = reply_of(folded, call.history, len(turns))
     if spec is None or reply.finish != "complete":
         return reply, folded
@@ -203,9 +241,7 @@ def _drive(
             break
         logger.debug("typed answer did not validate (%s); asking again", "; ".join(errors))
         retry = replace(call, prompt=Message.user(correction_prompt(errors, spec)))
-        folded = drain(
-            call_events(client, retry, cancel, turns, response_format=schema, deadline=deadline)
-        )
+        folded = drain(call_events(client, retry, cancel, turns, response_format=schema, way=way))
         usage = add_usage(usage, folded.usage)
         reply = reply_of(folded, call.history, len(turns))
         reply.usage = usage

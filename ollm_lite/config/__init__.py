@@ -58,6 +58,7 @@ from .._files import MiB, path_text, read_file
 from .._safe_text import type_name
 from ..call_log._settings import log_issues
 from ..errors import ConfigError
+from ..gate._settings import GATE_TABLES, gate_issues
 from ._check import (
     check_context_limits,
     check_model,
@@ -156,7 +157,16 @@ def env_names(path: str) -> list[str]:
     return [var for var, target in ENV_VARS.items() if target == path]
 
 
-_TOP_KEYS = ("provider", "model", "providers", "context_limits", "mcp", "log", "options")
+_TOP_KEYS = (
+    "provider",
+    "model",
+    "providers",
+    "context_limits",
+    "mcp",
+    "log",
+    "options",
+    *GATE_TABLES,
+)
 #: Override keys that apply to the selected provider's section (``--host``, ``--api-key``).
 _SHORTHAND_KEYS = _SECTION_KEYS
 
@@ -199,6 +209,7 @@ class _Layer:
         self.context_limits: dict[str, Any] = {}
         self.mcp_servers: dict[str, McpServerConfig] = {}
         self.log: dict[str, Any] = {}
+        self.gate: dict[str, dict[str, Any]] = {}  # [prices], [budget], [rate]
         self.options: dict[str, Any] = {}
         self.shorthand: dict[str, Any] = {}
         self.origins: dict[str, str] = {}
@@ -252,6 +263,12 @@ def _file_layer(data: Mapping[str, Any], origin: str) -> _Layer:
                 continue
             layer.log = dict(value)
             layer.origins.update({f"log.{k}": origin for k in value})
+        elif key in GATE_TABLES:  # the gate's tables (their values checked by validate_config)
+            if not isinstance(value, dict):
+                layer.issues.append(type_issue(key, "a table", value))
+                continue
+            layer.gate[key] = dict(value)
+            layer.origins.update({f"{key}.{k}": origin for k in value})
         elif key == "options":  # default generation options (checked by validate_config)
             if not isinstance(value, dict):
                 layer.issues.append(type_issue("options", "a table", value))
@@ -341,6 +358,8 @@ def _merge(layers: list[_Layer]) -> Config:
         config.context_limits.update(layer.context_limits)
         config.mcp_servers.update(layer.mcp_servers)
         config.log.update(layer.log)
+        for name, table in layer.gate.items():
+            getattr(config, name).update(table)
         config.options.update(layer.options)
         config.origins.update(layer.origins)
         config.issues.extend(layer.issues)
@@ -492,6 +511,7 @@ def validate_config(config: Config) -> list[ConfigIssue]:
         *_check_gemini_key(config),
     ]
     issues.extend(ConfigIssue(path, message) for path, message in log_issues(config.log))
+    issues.extend(ConfigIssue(path, message) for path, message in gate_issues(config))
     issues.extend(options_issues(config.options))
     servers: Any = config.mcp_servers
     if isinstance(servers, dict):

@@ -91,6 +91,10 @@ class Config:
         mcp_servers: MCP servers by name (``[mcp.servers.NAME]``), for ``mcp_tools(NAME)``
             and ``ollm-lite chat --tools NAME``.
         log: The ``[log]`` table (``enabled``, ``path``) of the call log.
+        prices: The ``[prices."MODEL"]`` tables (``input``, ``output``, ``cached_input``:
+            per million tokens), by model name.
+        budget: The ``[budget]`` table (``tokens``, ``cost``, ``requests``, ``per``).
+        rate: The ``[rate]`` table (``requests_per_minute``, ``tokens_per_minute``).
         options: The ``[options]`` table: default generation options (the
             ``GenerationOptions`` fields and ``think``) for every call that sets none.
         source: The file that was read, or ``None`` when none was.
@@ -107,6 +111,9 @@ class Config:
     context_limits: dict[str, int] = field(default_factory=dict)
     mcp_servers: dict[str, McpServerConfig] = field(default_factory=dict)
     log: dict[str, Any] = field(default_factory=dict)
+    prices: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    rate: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     source: str | None = field(default=None, compare=False)
     origins: dict[str, str] = field(default_factory=dict, repr=False, compare=False)

@@ -41,7 +41,7 @@ import requests
 from requests.auth import HTTPBasicAuth
 
 from .. import __version__
-from .._cancel_link import deadline_of
+from .._cancel_link import deadline_for
 from ..errors import BadResponse, RequestTimeout
 from .cancel import Watchdog
 from .failures import Origin, cancelled
@@ -227,17 +227,15 @@ class Transport:
         total = options.get("timeout")
         if total is None:
             total = self.timeouts.total
-        # The deadline of the call this request is made for travels with its cancel event, so
-        # every request of a call (look-ups before the chat included) keeps to it.
-        call_deadline = deadline_of(options.get("cancel"))
-        if call_deadline is not None and (total is None or call_deadline < now + total):
-            total = max(call_deadline - now, 0.0)
+        # The deadline of the call this request is made for travels with its cancel event (an
+        # absolute time, never seconds), so every request of a call (look-ups before the chat
+        # included) keeps to it; a request's own seconds become a deadline here, once.
+        deadline = deadline_for(total, options.get("cancel"))
         timeouts = (
             self.timeouts
-            if total is self.timeouts.total
-            else Timeouts(self.timeouts.connect, self.timeouts.idle, total)
+            if deadline is None
+            else Timeouts(self.timeouts.connect, self.timeouts.idle, max(deadline - now, 0.0))
         )
-        deadline = None if timeouts.total is None else now + timeouts.total
         given = options.get("headers") or {}
         redact = self.redact.plus(given.values())
         body, headers = _encode(options.get("json_body"), given, self.provider)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from .._cancel_link import deadline_for
 from ..errors import ConfigError
 from ..types import (
     ErrorEvent,
@@ -59,8 +60,9 @@ class ScriptedTurn:
             ``ConfigError`` (``CONFIG_INVALID``) instead (a strict :meth:`~ScriptedProvider.
             from_log` replay checks each request against its logged turn so).
 
-    Like the HTTP providers, a turn honours ``request.timeout``: when its delays or its hang
-    outlast it, the turn ends with an ``ErrorEvent`` (``LLM_TIMEOUT``).
+    Like the HTTP providers, a turn honours ``request.timeout`` and the call's deadline its
+    cancel event carries: when its delays or its hang outlast them, the turn ends with an
+    ``ErrorEvent`` (``LLM_TIMEOUT``).
     """
 
     events: list[ProviderEvent] = field(default_factory=list)
@@ -186,12 +188,11 @@ class ScriptedProvider(BaseProvider):
         with self._lock:
             self.requests.append(request)
             turn = self._turns.popleft() if self._turns else None
-        deadline = None if request.timeout is None else time.monotonic() + request.timeout
         wrong = turn.check(request) if turn is not None and turn.check is not None else None
         if wrong is not None:
             error = ConfigError(wrong)
             return iter([ErrorEvent(error.to_info(), exception=error)])
-        return self._play(turn, request.cancel, deadline)
+        return self._play(turn, request.cancel, deadline_for(request.timeout, request.cancel))
 
     @staticmethod
     def _play(

@@ -30,6 +30,7 @@ from benchmarks import (  # noqa: E402
     bench_call_log,
     bench_cancel,
     bench_chat,
+    bench_gate,
     bench_import,
     bench_memory,
     bench_parsers,
@@ -138,6 +139,14 @@ def test_call_log_section_runs() -> None:
     assert "logging cost per one-turn ask (median)" in names
     assert "cache hit vs a 50 ms loopback server" in names
     assert any(r.unit == "bytes/row" for r in report.results)
+
+
+def test_gate_section_runs() -> None:
+    """The gate section measures its cost per call and the busiest window of a batch."""
+    report = bench_gate.run(TINY)
+    _check(report, "gate")
+    assert "gate cost per one-turn ask beyond the log (median)" in [t.name for t in report.targets]
+    assert bench_gate.busiest_window([0.0, 1.0, 59.9, 60.0, 61.0]) == 3
 
 
 def test_run_all_json_and_tables(capsys: pytest.CaptureFixture[str]) -> None:

@@ -111,7 +111,7 @@ def test_logs_stats_by_each_key(tmp_path: Path) -> None:
     assert by_key["m"]["completion_tokens"] == 40
     assert set(by_key["m"]) == {
         "key", "calls", "errors", "cached", "prompt_tokens", "completion_tokens",
-        "seconds_p50", "seconds_p95",
+        "seconds_p50", "seconds_p95", "cost",
     }  # fmt: skip
     for key in ("day", "host", "source"):
         done = cli(tmp_path, path, "logs", "stats", "--by", key)

@@ -144,9 +144,9 @@ def test_a_new_log_carries_its_mark(tmp_path: Path) -> None:
     llm, _ = logging_client(path, "one")
     llm.ask("x")
     llm.close()
-    from ollm_lite.call_log._schema import APPLICATION_ID
+    from ollm_lite.call_log._schema import APPLICATION_ID, MIGRATIONS
 
-    assert _header(path) == (APPLICATION_ID, 1, "wal")
+    assert _header(path) == (APPLICATION_ID, len(MIGRATIONS), "wal")
 
 
 def test_a_log_written_before_the_mark_is_read_and_marked_on_its_next_write(

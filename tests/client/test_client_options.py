@@ -29,6 +29,7 @@ from ollm_lite import (
     ToolCallEvent,
     tool,
 )
+from ollm_lite._cancel_link import deadline_of
 from ollm_lite.chat._call_settings import CallSettings
 from ollm_lite.client import Client
 from ollm_lite.client._options import OPTION_NAMES, resolve
@@ -121,7 +122,9 @@ def test_every_option_reaches_the_request() -> None:
     assert request.think is False
     assert request.keep_alive == "10m"
     assert request.headers == {"X-Trace": "abc"}
-    assert request.timeout is not None and 0 < request.timeout <= 30
+    # the call's deadline travels as the absolute time it is, on the request's cancel event
+    deadline = deadline_of(request.cancel)
+    assert deadline is not None and 0 < deadline - time.monotonic() <= 30
 
 
 def test_connect_options_are_defaults_and_a_call_wins() -> None:
@@ -194,7 +197,8 @@ def test_tool_choice_must_name_an_offered_tool(choice: str) -> None:
 
 
 def test_timeout_is_the_deadline_of_the_whole_call() -> None:
-    """Two slow tool turns: the second request gets what is left, then the call times out."""
+    """Two slow tool turns: every request carries the call's one deadline (what is left
+    shrinks, the time does not move), then the call times out."""
 
     @tool
     def slow() -> str:
@@ -204,14 +208,15 @@ def test_timeout_is_the_deadline_of_the_whole_call() -> None:
 
     call = ToolCallEvent(ToolCall.from_arguments("c1", "slow", {}))
     llm, provider = client([call], [call], "never")
+    before = time.monotonic()
     with pytest.raises(RequestTimeout) as raised:
         llm.run("go", tools=[slow], timeout=0.6)
     assert raised.value.code == "LLM_TIMEOUT"
-    timeouts = [r.timeout for r in provider.requests]
-    assert 1 <= len(timeouts) <= 2  # the third request is never sent
-    assert timeouts[0] is not None and timeouts[0] <= 0.6
-    if len(timeouts) == 2:
-        assert timeouts[1] is not None and timeouts[1] < timeouts[0]
+    deadlines = [deadline_of(r.cancel) for r in provider.requests]
+    assert 1 <= len(deadlines) <= 2  # the third request is never sent
+    first = deadlines[0]
+    assert first is not None and before < first <= time.monotonic()
+    assert all(d == first for d in deadlines)
 
 
 def test_timeout_bounds_a_silent_model() -> None:
