@@ -22,10 +22,11 @@ complete (its ``input_json_delta`` fragments put together; unparseable arguments
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import BadResponse
+from ..errors import BadResponse, HTTPStatusError, ModelNotFound, OllmError
 from ..http.errors import error_for_status
 from ..streams import DEFAULT_MAX_LINE, SSEEvent, _SSEParser
 from ..streams._ndjson import _scan_once
@@ -50,8 +51,10 @@ __all__ = [
     "ERROR_STATUS",
     "ChatStreamState",
     "MessagesDecoder",
+    "about_the_model",
     "error_info",
     "model_info_from_entry",
+    "refine_not_found",
 ]
 
 _FINISH: dict[str, FinishReason] = {
@@ -77,6 +80,8 @@ ERROR_STATUS: dict[str, int] = {
     "timeout_error": 504,
     "overloaded_error": 529,
 }
+_NAMED = frozenset({"ping", "error"})  # the events whose name changes what their data means
+_MODEL_WORD = re.compile(r"\bmodels?\b", re.IGNORECASE)
 _EMPTY: tuple[ProviderEvent, ...] = ()
 _new = object.__new__
 _set_text = TextEvent.__dict__["value"].__set__
@@ -89,12 +94,17 @@ class MessagesDecoder(_SSEParser[str]):
     member of its data, so the data alone is read (WHATWG rules, chunk boundaries anywhere,
     as :class:`~ollm_lite.streams.SSEDataDecoder`). A chunk holding exactly one
     ``event: …`` / ``data: …`` pair, as servers send each token, skips the line loop.
+
+    ``ping`` events give nothing: they keep an idle connection open and are no progress of
+    the answer, so they must not hold off the transport's idle limit, which counts the items
+    a decoder gives (as it does the comment lines other SSE servers keep alive with).
     """
 
-    __slots__ = ()
+    __slots__ = ("_dropped",)
 
     def __init__(self, *, max_line: int = DEFAULT_MAX_LINE) -> None:
         super().__init__(max_line=max_line)
+        self._dropped = False
 
     def feed(self, chunk: bytes) -> list[str]:
         """The data of the events this chunk completes, in order (often empty).
@@ -118,16 +128,89 @@ class MessagesDecoder(_SSEParser[str]):
                 and 13 not in chunk  # 13: CR
                 and self._error is None
             ):
-                return [chunk[eol + 7 : -2].decode("utf-8", "replace")]
-        return super().feed(chunk)
+                name = chunk[7:eol]
+                data = chunk[eol + 7 : -2].decode("utf-8", "replace")
+                if name == b"ping" or name == b"error":
+                    data = _named(name.decode("utf-8", "replace"), data)
+                    return [data] if data else []
+                return [data]
+        datas = super().feed(chunk)
+        if self._dropped:
+            self._dropped = False
+            return [d for d in datas if d]
+        return datas
 
     def _dispatch(self, data: str) -> str:
+        name = self._event
         self._event = ""
         self._retry = None
+        if name in _NAMED:
+            data = _named(name, data)
+            if not data:  # a ping: left out by feed
+                self._dropped = True
         return data
 
     def _messages(self, datas: list[str]) -> list[str]:
         return datas
+
+
+def _named(name: str, data: str) -> str:
+    """An event's data as the state reads it, by the event's name: ``""`` (nothing) for a
+    ``ping``; for an ``error`` whose data is not the API's ``{"type": "error", "error": …}``,
+    that object around it (llama.cpp's ``llama-server`` sends its own ``{"code", "message",
+    "type"}`` as an ``error`` event's data, tools/server/server-context.cpp)."""
+    if name == "ping":
+        return ""
+    if name != "error":
+        return data
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return data
+    if isinstance(obj, dict) and obj.get("type") != "error":
+        return json.dumps({"type": "error", "error": obj})
+    return data
+
+
+def about_the_model(message: str, model: str | None) -> bool:
+    """Whether a "not found" answer is about the model: its message says "model" or names
+    ``model`` (Anthropic's ``model: <name>``, Ollama's and vLLM's words). llama.cpp's
+    ``llama-server`` answers ``not_found_error`` "File Not Found" for a path it does not
+    serve, a FastAPI server (llama-cpp-python's) "Not Found": those are about the path."""
+    if _MODEL_WORD.search(message):
+        return True
+    return bool(model) and str(model).lower() in message.lower()
+
+
+def refine_not_found(exc: OllmError, *, model_hint: str = "", path: str | None = None) -> OllmError:
+    """A 404 mapped as a missing route, read as the Messages API means it.
+
+    ``MODEL_NOT_FOUND`` when the server's message is about the model
+    (:func:`about_the_model`); else, for a request to ``path``, ``LLM_HTTP_ERROR`` saying that
+    the server does not serve the Messages API there. Any other error is returned as it is.
+    """
+    if type(exc) is not HTTPStatusError or exc.status != 404:
+        return exc
+    said = str(exc.details.get("server_message") or "")
+    where = f"{exc.provider} at {exc.details.get('url', '')}"
+    server_says = f": {said}" if said else ""
+    kw: dict[str, Any] = {"details": exc.details, "provider": exc.provider, "model": exc.model}
+    if exc.model and about_the_model(said, exc.model):
+        hint = f" {model_hint.format(model=exc.model)}" if model_hint else ""
+        return ModelNotFound(
+            f"model {exc.model!r} not found on {where}{server_says}.{hint}", status=404, **kw
+        )
+    if path is None:
+        return exc
+    if path == "/v1/messages":
+        what = (
+            "this server does not serve the Messages API (/v1/messages). llama.cpp's "
+            "llama-server, vLLM, Ollama and LM Studio serve it; llama-cpp-python's server "
+            "does not. Check the base URL (ANTHROPIC_BASE_URL)."
+        )
+    else:
+        what = f"this server does not serve {path}."
+    return HTTPStatusError(f"{where} answered HTTP 404{server_says}: {what}", status=404, **kw)
 
 
 def error_info(
@@ -142,10 +225,14 @@ def error_info(
     """An ``error`` object from inside a stream, mapped as the HTTP answer it stands for
     (:func:`~ollm_lite.http.errors.error_for_status`, the one mapping): ``overloaded_error``
     and ``rate_limit_error`` are ``LLM_RATE_LIMITED``, ``authentication_error`` and
-    ``permission_error`` ``LLM_AUTH_FAILED``, ``not_found_error`` ``MODEL_NOT_FOUND``;
-    others ``LLM_HTTP_ERROR`` with the server's message."""
+    ``permission_error`` ``LLM_AUTH_FAILED``, ``not_found_error`` ``MODEL_NOT_FOUND`` when its
+    message is about the model (:func:`about_the_model`); others ``LLM_HTTP_ERROR`` with the
+    server's message."""
     kind = error.get("type") if isinstance(error, dict) else None
-    status = ERROR_STATUS.get(kind, 500) if isinstance(kind, str) else 500
+    status = ERROR_STATUS.get(kind, 0) if isinstance(kind, str) else 0
+    if not status:  # another server's own error object: its HTTP code, where it gives one
+        code = _int(error.get("code")) if isinstance(error, dict) else None
+        status = code if code is not None and 400 <= code <= 599 else 500
     body = json.dumps({"type": "error", "error": error}).encode()
     exc = error_for_status(
         status,
@@ -154,11 +241,9 @@ def error_info(
         provider=provider,
         url=url,
         model=model,
-        not_found="model",
         redact=redact,
-        model_hint=model_hint,
     )
-    info = exc.to_info()
+    info = refine_not_found(exc, model_hint=model_hint).to_info()
     details = dict(info.details or {})
     details["in_stream"] = True
     return ErrorInfo(info.message, info.code, details)

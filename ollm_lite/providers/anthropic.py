@@ -26,12 +26,20 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, ClassVar
 
 from ..config import env_default
-from ..errors import BadResponse, ModelNotFound, RateLimited
+from ..errors import (
+    BadResponse,
+    HTTPStatusError,
+    ModelNotFound,
+    RateLimited,
+    UnsupportedOperation,
+)
 from ..http.policy import Timeouts
+from ..http.response import StreamResponse
 from ..http.urls import normalize_base_url
 from ..types import (
     ChatResult,
@@ -48,6 +56,7 @@ from ._anthropic_answers import (
     MessagesDecoder,
     error_info,
     model_info_from_entry,
+    refine_not_found,
 )
 from ._anthropic_wire import answer_schema, count_body, request_body
 from ._http import HTTPProvider, time_limits
@@ -127,6 +136,9 @@ class AnthropicProvider(HTTPProvider):
         self._retry = replace(self._retry, statuses=self._retry.statuses | {_OVERLOADED})
         self._transport.retry = self._retry
         self._context: dict[str, int | None] = {}
+        # Set once the server answered count_tokens with a 404 not about the model (Ollama,
+        # say, serves /v1/messages without it): not asked again before every turn.
+        self._uncounted = False
 
     # ------------------------------------------------------------------ chat
 
@@ -204,6 +216,39 @@ class AnthropicProvider(HTTPProvider):
             logger.debug("%s: overloaded mid-stream, trying again in %.2f s", self.name, delay)
         return delay
 
+    def _open_chat(
+        self,
+        request: ProviderRequest,
+        path: str,
+        body: dict[str, Any],
+        params: dict[str, str] | None = None,
+    ) -> StreamResponse:
+        """``POST path`` for ``request``, a 404 read by :meth:`_not_found`."""
+        with self._not_found(path):
+            return self._transport.open_stream(
+                "POST",
+                path,
+                params=params,
+                json_body=body,
+                cancel=request.cancel,
+                timeout=request.timeout,
+                headers=request.headers or None,
+                model=request.model,
+            )
+
+    @contextmanager
+    def _not_found(self, path: str) -> Iterator[None]:
+        """A 404 to ``path`` is ``MODEL_NOT_FOUND`` only when the server's message is about
+        the model; otherwise the server does not serve the Messages API there (the transport
+        maps every 404 as a missing route: llama-cpp-python's server answers so)."""
+        try:
+            yield
+        except HTTPStatusError as exc:
+            refined = refine_not_found(exc, model_hint=self._transport.model_hint, path=path)
+            if refined is exc:
+                raise
+            raise refined from exc
+
     def chat(self, request: ProviderRequest) -> ChatResult:
         """One whole answer from ``POST /v1/messages`` (not streamed).
 
@@ -213,16 +258,16 @@ class AnthropicProvider(HTTPProvider):
                 ``LLM_BAD_RESPONSE`` …).
         """
         body = self._chat_body(request, stream=False)
-        answer = self._transport.request_json(
-            "POST",
-            _MESSAGES,
-            json_body=body,
-            cancel=request.cancel,
-            timeout=request.timeout,
-            headers=request.headers or None,
-            model=request.model,
-            not_found="model",
-        )
+        with self._not_found(_MESSAGES):
+            answer = self._transport.request_json(
+                "POST",
+                _MESSAGES,
+                json_body=body,
+                cancel=request.cancel,
+                timeout=request.timeout,
+                headers=request.headers or None,
+                model=request.model,
+            )
         state = self._state(request)
         return self._fold(state, [answer], state.handle_message)
 
@@ -236,15 +281,30 @@ class AnthropicProvider(HTTPProvider):
 
         Raises:
             OllmError: ``LLM_AUTH_FAILED``, ``MODEL_NOT_FOUND`` …; ``LLM_BAD_RESPONSE`` for an
-                answer without ``input_tokens``.
+                answer without ``input_tokens``; ``LLM_HTTP_ERROR`` (404) when the server does
+                not serve the route, then ``UNSUPPORTED_OPERATION`` without asking again.
         """
-        answer = self._json(
-            "POST",
-            f"{_MESSAGES}/count_tokens",
-            body=count_body(request),
-            cancel=cancel or request.cancel,
-            model=request.model,
-        )
+        path = f"{_MESSAGES}/count_tokens"
+        if self._uncounted:
+            raise UnsupportedOperation(
+                f"{self.name} at {self.base_url} does not serve {path}: no token count from "
+                "the server",
+                provider=self.name,
+                model=request.model,
+            )
+        try:
+            with self._not_found(path):
+                answer = self._transport.request_json(
+                    "POST",
+                    path,
+                    json_body=count_body(request),
+                    cancel=cancel or request.cancel,
+                    model=request.model,
+                )
+        except HTTPStatusError as exc:
+            if type(exc) is HTTPStatusError and exc.status == 404:
+                self._uncounted = True
+            raise
         total = answer.get("input_tokens") if isinstance(answer, dict) else None
         if not isinstance(total, int) or isinstance(total, bool):
             raise self._bad_response("count_tokens answered without input_tokens")

@@ -1,7 +1,9 @@
 """The quick-start llama.cpp server and the MCP servers the docs name, for the live doc test.
 
 The server is the one ``scripts/llamacpp.py start`` runs (llama-cpp-python's server with
-SmolLM2-135M-Instruct), started once per session and stopped at the end. Missing builds are
+SmolLM2-135M-Instruct), started once per session and stopped at the end; so is the one
+``scripts/llamacpp.py start --server native`` runs (llama.cpp's own ``llama-server``), for the
+snippets that say they need it. Missing builds are
 built on first use (minutes); with ``OLLM_LITE_NO_BUILD=1`` and nothing cached, the live tests
 are skipped with a loud reason instead.
 """
@@ -45,6 +47,23 @@ def quickstart_server() -> Iterator[llamacpp.ServerInfo]:
     _skip_loudly_unless_built(missing)
     llamacpp.install("py")  # a failure is an error, not a skip
     info = llamacpp.start_server("py")
+    try:
+        yield info
+    finally:
+        llamacpp.stop_server(info.pid)
+
+
+@pytest.fixture(scope="session")
+def native_server() -> Iterator[llamacpp.ServerInfo]:
+    """``start --server native``'s server: llama.cpp's ``llama-server``, SmolLM2, ctx 4096."""
+    root = llamacpp.cache_root()
+    builds = (llamacpp.NATIVE_BUILD, llamacpp.MODEL_BUILD)
+    missing = [b.name for b in builds if not b.complete(root)]
+    if not llamacpp.gguf_path(root).is_file():
+        missing.append(llamacpp.MODEL_FILE)
+    _skip_loudly_unless_built(missing)
+    llamacpp.install("native")  # a failure is an error, not a skip
+    info = llamacpp.start_server("native")
     try:
         yield info
     finally:

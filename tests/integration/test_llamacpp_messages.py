@@ -11,7 +11,8 @@ With ``--jinja`` SmolLM2-135M-Instruct's template reports ``supports_tools: fals
 model answers in text (see ``test_llamacpp_native.py``); what is tested is that a history
 with ``tool_use`` and ``tool_result`` blocks (``is_error`` included) is accepted and answered.
 llama.cpp serves one model whatever ``model`` says, so ``MODEL_NOT_FOUND`` cannot happen here
-either (the loopback tests cover it).
+either (the loopback tests cover it). llama-cpp-python's server (the quick start's) does not
+serve the Messages API at all: its 404 is read as that, not as a missing model.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 import llamacpp  # scripts/, put on sys.path by conftest.py
 import pytest
 
+from ollm_lite.errors import HTTPStatusError
 from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.types import (
     ErrorEvent,
@@ -111,12 +113,43 @@ def test_models_and_health(provider: AnthropicProvider) -> None:
 def test_a_refused_request_is_an_error_event_with_the_servers_message(
     provider: AnthropicProvider,
 ) -> None:
-    opts = GenerationOptions(max_tokens=8, extra_body={"messages": "not a list"})
+    """llama-server is permissive (a ``messages`` that is no list is answered), but a
+    content that is neither text nor blocks is refused: 400 ``invalid_request_error``."""
+    refused = {"messages": [{"role": "user", "content": 5}]}
+    opts = GenerationOptions(max_tokens=8, extra_body=refused)
     bad = ProviderRequest(MODEL, [Message.user("x")], options=opts)
-    events = list(provider.chat_stream(bad))
-    [error] = events
-    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR"
-    assert error.error.details and error.error.details.get("server_message")
+    [error] = list(provider.chat_stream(bad))
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR", error
+    assert error.error.details and error.error.details["status"] == 400
+    assert "content" in error.error.details["server_message"]
+    with pytest.raises(HTTPStatusError) as caught:
+        provider.chat(bad)
+    assert caught.value.message == error.error.message
+
+
+def test_a_prompt_past_the_context_is_refused_with_the_servers_figures(
+    provider: AnthropicProvider,
+) -> None:
+    """``-c 4096``: a longer prompt is refused before any text (400
+    ``exceed_context_size_error``), the server's message quoted."""
+    [error] = list(provider.chat_stream(ask("llama " * 6000)))
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR", error
+    assert "context" in error.error.message and error.error.details
+    assert error.error.details["status"] == 400
+
+
+def test_llama_cpp_pythons_server_does_not_serve_the_messages_api(
+    llamacpp_py_server: llamacpp.ServerInfo,
+) -> None:
+    """Its 404 for ``/v1/messages`` is LLM_HTTP_ERROR saying so, never MODEL_NOT_FOUND."""
+    provider = AnthropicProvider(base_url=llamacpp_py_server.base_url, timeout=REQUEST_TIMEOUT_S)
+    try:
+        [error] = list(provider.chat_stream(ask("Hello")))
+    finally:
+        provider.close()
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR", error
+    assert "does not serve the Messages API" in error.error.message
+    assert error.error.details and error.error.details["status"] == 404
 
 
 def test_health_of_a_stopped_server_does_not_raise() -> None:

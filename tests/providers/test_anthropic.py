@@ -248,7 +248,6 @@ def test_unknown_events_and_blocks_are_skipped() -> None:
     [
         (401, "authentication_error", AuthenticationError),
         (403, "permission_error", AuthenticationError),
-        (404, "not_found_error", ModelNotFound),
         (400, "invalid_request_error", HTTPStatusError),
         (429, "rate_limit_error", RateLimited),
         (529, "overloaded_error", RateLimited),
@@ -268,6 +267,107 @@ def test_http_errors(code: int, kind: str, expected: type) -> None:
     assert "bad thing" in caught.value.message and KEY not in repr(events) + str(caught.value)
     if expected is RateLimited:
         assert caught.value.retry_after == 7.0
+
+
+#: What servers answer for a model they do not have: Anthropic's API (its message is
+#: ``model: <name>``), Ollama, vLLM.
+MODEL_MISSING = [
+    error_body("not_found_error", "model: claude-opus-4-6"),
+    error_body("not_found_error", 'model "claude-opus-4-6" not found, try pulling it first'),
+    {"error": {"message": "The model `claude-opus-4-6` does not exist.", "type": "NotFoundError"}},
+]
+#: What servers that do not serve ``/v1/messages`` answer: llama-cpp-python's (FastAPI),
+#: llama.cpp's ``llama-server`` for a path it lacks, a bare 404.
+NO_MESSAGES_API: list[dict[str, Any] | bytes] = [
+    {"detail": "Not Found"},
+    {"error": {"code": 404, "message": "File Not Found", "type": "not_found_error"}},
+    b"",
+]
+
+
+@pytest.mark.parametrize("body", MODEL_MISSING)
+def test_a_404_about_the_model_is_model_not_found(body: dict[str, Any]) -> None:
+    with serve(
+        {MESSAGES: status(404, body), "/v1/messages/count_tokens": status(404, body)}
+    ) as server:
+        provider = AnthropicProvider(base_url=server.url, retries=0)
+        [error] = list(provider.chat_stream(request()))
+        with pytest.raises(ModelNotFound) as whole:
+            provider.chat(request())
+        with pytest.raises(ModelNotFound):
+            provider.count_tokens(request())
+    assert isinstance(error, ErrorEvent) and error.error.code == "MODEL_NOT_FOUND"
+    assert "claude-opus-4-6" in whole.value.message and whole.value.status == 404
+
+
+@pytest.mark.parametrize("body", NO_MESSAGES_API)
+def test_a_404_from_a_server_without_the_messages_api_says_so(
+    body: dict[str, Any] | bytes,
+) -> None:
+    """A 404 that is not about the model is no MODEL_NOT_FOUND: the server does not serve
+    ``/v1/messages`` (llama-cpp-python's server answers every unknown path so)."""
+    with serve(
+        {MESSAGES: status(404, body), "/v1/messages/count_tokens": status(404, body)}
+    ) as server:
+        provider = AnthropicProvider(base_url=server.url, retries=0)
+        [error] = list(provider.chat_stream(request()))
+        with pytest.raises(HTTPStatusError) as whole:
+            provider.chat(request())
+        with pytest.raises(HTTPStatusError) as counted:
+            provider.count_tokens(request())
+    for caught in (whole.value, counted.value):
+        assert type(caught) is HTTPStatusError and caught.status == 404
+        assert caught.details["url"].startswith(server.url + "/v1/messages")
+    assert "does not serve the Messages API" in whole.value.message
+    assert "does not serve /v1/messages/count_tokens" in counted.value.message
+    assert isinstance(error, ErrorEvent) and error.error.code == "LLM_HTTP_ERROR"
+    assert error.error.message == whole.value.message
+
+
+@pytest.mark.parametrize(
+    ("message", "code"),
+    [("model: claude-opus-4-6", "MODEL_NOT_FOUND"), ("File Not Found", "LLM_HTTP_ERROR")],
+)
+def test_a_not_found_error_event_is_the_model_only_when_it_says_so(message: str, code: str) -> None:
+    events, _ = run(stream(message_start(), error_body("not_found_error", message)))
+    [error] = events
+    assert isinstance(error, ErrorEvent) and error.error.code == code
+    assert message in error.error.message
+
+
+def test_unparseable_tool_input_never_crashes_the_stream() -> None:
+    """A ``tool_use`` whose streamed input is not JSON: one call with ``args == {}`` carrying
+    the raw text, and the stream finishes ``tool``."""
+    block = {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {}}
+    fragment = {"type": "input_json_delta", "partial_json": '{"location": "Par'}
+    chunks = stream(
+        message_start(),
+        block_start(0, block),
+        {"type": "content_block_delta", "index": 0, "delta": fragment},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {}},
+        {"type": "message_stop"},
+    )
+    events, _ = run(chunks)
+    [call, finish] = events
+    assert isinstance(call, ToolCallEvent) and call.value.args == {}
+    assert call.value.arguments == '{"location": "Par' and call.value.id == "toolu_9"
+    assert isinstance(finish, FinishEvent) and finish.reason == "tool"
+
+
+def test_llama_servers_error_event_keeps_its_message() -> None:
+    """llama.cpp's ``llama-server`` names the event ``error`` and sends its own error object
+    as the data (``{"code", "message", "type"}``, tools/server/server-context.cpp): the stream
+    ends with that message, mapped by its code, the text kept."""
+    error = {"code": 400, "message": "the request exceeds the context size", "type": "x_error"}
+    raw = b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
+    for chunks in ([*BASIC[:4], raw], [*BASIC[:4], b"event: ping\n", raw[:9], raw[9:]]):
+        events, _ = run(chunks)
+        assert events[0] == TextEvent("Hello")
+        last = events[-1]
+        assert isinstance(last, ErrorEvent) and last.error.code == "LLM_HTTP_ERROR", events
+        assert "exceeds the context size" in last.error.message
+        assert last.error.details and last.error.details["status"] == 400
 
 
 def test_529_is_retried_with_retry_after() -> None:
@@ -304,6 +404,25 @@ def test_count_tokens_uses_count_tokens_route() -> None:
     body = seen[0].json
     assert body["system"] == "Be brief." and body["model"] == "claude-opus-4-6"
     assert "max_tokens" not in body and "temperature" not in body and "stream" not in body
+
+
+def test_a_server_without_count_tokens_is_asked_once() -> None:
+    """A server that serves ``/v1/messages`` but not ``count_tokens`` (a 404 not about the
+    model): asked once; later counts are UNSUPPORTED_OPERATION without a request, and the
+    token-limit check uses its estimate."""
+    from ollm_lite.tokens import TokenCounter
+
+    missing = status(404, {"detail": "Not Found"})
+    with serve({"/v1/messages/count_tokens": missing}) as server:
+        provider = AnthropicProvider(base_url=server.url)
+        with pytest.raises(HTTPStatusError):
+            provider.count_tokens(request())
+        with pytest.raises(UnsupportedOperation) as again:
+            provider.count_tokens(request())
+        check = TokenCounter(provider, default_limit=4096).check(request())
+        asked = [r.path for r in server.requests].count("/v1/messages/count_tokens")
+    assert asked == 1 and "count_tokens" in again.value.message
+    assert check.exact is False and check.tokens >= 1
 
 
 def _models_page(ids: list[str], more: bool) -> dict[str, Any]:

@@ -256,3 +256,34 @@ def test_bad_bytes_end_in_one_terminal_event(data: bytes, points: list[int]) -> 
     events = read(_cuts(b"".join(BASIC[:2]) + data, points))
     assert isinstance(events[-1], FinishEvent | ErrorEvent)
     assert len([e for e in events if isinstance(e, FinishEvent | ErrorEvent)]) == 1
+
+
+PING_EVENT = b'event: ping\ndata: {"type": "ping"}\n\n'
+#: llama.cpp's llama-server: its own error object as an ``error`` event's data.
+SERVER_ERROR = b'event: error\ndata: {"code": 500, "message": "boom", "type": "server_error"}\n\n'
+
+
+@given(
+    st.lists(st.sampled_from(["ping", "text", "error"]), max_size=8),
+    st.lists(st.integers(0, 10**6), max_size=30),
+    st.booleans(),
+)
+def test_pings_give_no_items_and_a_servers_error_event_is_an_error(
+    kinds: list[str], points: list[int], crlf: bool
+) -> None:
+    """Under any cut: a ``ping`` gives the decoder nothing (it is no content, so it does not
+    hold off the idle limit), every other event one item; an ``error`` event whose data is a
+    server's own error object ends the stream with its message."""
+    text = b"".join(BASIC[1:4])  # content_block_start, ping, a text delta
+    parts = {"ping": PING_EVENT, "text": text, "error": SERVER_ERROR}
+    body = BASIC[0] + b"".join(parts[k] for k in kinds)
+    if crlf:
+        body = body.replace(b"\n", b"\r\n")
+    decoder = MessagesDecoder()
+    items = [i for c in _cuts(body, points) for i in decoder.feed(c)] + decoder.flush()
+    assert all('"ping"' not in i for i in items)
+    assert len(items) == 1 + 2 * kinds.count("text") + kinds.count("error")
+    events = read(_cuts(body, points))
+    if "error" in kinds:
+        assert isinstance(events[-1], ErrorEvent) and "boom" in events[-1].error.message
+        assert events[-1].error.code == "LLM_HTTP_ERROR"

@@ -20,6 +20,7 @@ from support.transport_support import serve, silent, wait_for_threads
 from ollm_lite.errors import Cancelled
 from ollm_lite.http.policy import Timeouts
 from ollm_lite.providers import (
+    AnthropicProvider,
     GeminiProvider,
     LocalProvider,
     OpenAICompatibleProvider,
@@ -65,6 +66,12 @@ CASES: list[tuple[str, Callable[[str], Any], str, Call]] = [
      "/v1beta/models", lambda p, c: p.list_models(cancel=c)),
     ("gemini.embed", lambda u: GeminiProvider(base_url=u, api_key="k", timeout=SLOW),
      "/v1beta/models/e:batchEmbedContents", lambda p, c: p.embed(["a"], "e", cancel=c)),
+    ("anthropic.count_tokens", lambda u: AnthropicProvider(base_url=u, timeout=SLOW),
+     "/v1/messages/count_tokens", lambda p, c: p.count_tokens(REQUEST, cancel=c)),
+    ("anthropic.list_models", lambda u: AnthropicProvider(base_url=u, timeout=SLOW),
+     "/v1/models", lambda p, c: p.list_models(cancel=c)),
+    ("anthropic.show_model", lambda u: AnthropicProvider(base_url=u, timeout=SLOW),
+     "/v1/models", lambda p, c: p.show_model("m", cancel=c)),
 ]  # fmt: skip
 
 NEVER_RAISE: list[tuple[str, Callable[[str], Any], str, Call, Callable[[Any], bool]]] = [
@@ -94,6 +101,10 @@ NEVER_RAISE: list[tuple[str, Callable[[str], Any], str, Call, Callable[[Any], bo
     ("gemini.health", lambda u: GeminiProvider(base_url=u, api_key="k", timeout=SLOW),
      "/v1beta/models", lambda p, c: p.health(cancel=c),
      lambda out: out.error.code == "CANCELLED"),
+    ("anthropic.context_length", lambda u: AnthropicProvider(base_url=u, timeout=SLOW),
+     "/v1/models", lambda p, c: p.context_length("m", cancel=c), lambda out: out is None),
+    ("anthropic.health", lambda u: AnthropicProvider(base_url=u, timeout=SLOW),
+     "/v1/models", lambda p, c: p.health(cancel=c), lambda out: out.error.code == "CANCELLED"),
 ]  # fmt: skip
 
 

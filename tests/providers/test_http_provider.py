@@ -13,6 +13,7 @@ from support.transport_support import serve, silent
 from ollm_lite.errors import ConfigError, RequestTimeout
 from ollm_lite.http.policy import Timeouts
 from ollm_lite.providers import (
+    AnthropicProvider,
     GeminiProvider,
     LocalProvider,
     OpenAICompatibleProvider,
@@ -28,6 +29,7 @@ FACTORIES: dict[str, Callable[..., HTTPProvider]] = {
     "openai-compatible": lambda **kw: OpenAICompatibleProvider(base_url=URL, **kw),
     "vllm": lambda **kw: VllmProvider(base_url=URL, **kw),
     "gemini": lambda **kw: GeminiProvider(base_url=URL, **kw),
+    "anthropic": lambda **kw: AnthropicProvider(base_url=URL, **kw),
 }
 
 
@@ -69,6 +71,7 @@ def test_idle_timeout_bounds_the_wait_for_the_server_and_timeout_is_its_older_na
         "openai-compatible": OpenAICompatibleProvider,
         "vllm": VllmProvider,
         "gemini": GeminiProvider,
+        "anthropic": AnthropicProvider,
     }[name]
     with serve({}, fallback=silent) as server:
         provider: HTTPProvider = cls(base_url=server.url, api_key="k", retries=0, **{keyword: 0.3})

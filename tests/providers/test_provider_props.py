@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ollm_lite.errors import UnsupportedOperation
+from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.providers.backends import OPENAI_COMPATIBLE_BACKENDS
 from ollm_lite.providers.base import BaseProvider, ProviderAdapter
 from ollm_lite.providers.gemini import GeminiProvider
@@ -57,6 +58,9 @@ FACTORIES: dict[str, Callable[[], BaseProvider]] = {
     "gemini": lambda: GeminiProvider(
         api_key="dummy-key-for-tests", base_url=closed_url(), retries=0, timeout=2
     ),
+    "anthropic": lambda: AnthropicProvider(
+        api_key="dummy-key-for-tests", base_url=closed_url(), retries=0, timeout=2
+    ),
     "scripted": ScriptedProvider,
 }
 
@@ -80,7 +84,8 @@ def test_every_provider_defines_the_model_methods(key: str) -> None:
 
 
 def test_model_management_is_reported_where_it_exists() -> None:
-    """Ollama manages models; the OpenAI-style servers, Gemini and the script do not."""
+    """Ollama manages models; the OpenAI-style servers, Gemini, the Messages API and the
+    script do not."""
     managing = {key for key in FACTORIES if provider(key).capabilities.model_management}
     assert managing == {"local"}
 

@@ -11,6 +11,9 @@ vendor's documented field:
 * vLLM: a schema as ``structured_outputs.json`` (0.12+) and the template switch;
 * Gemini: ``generationConfig.thinkingConfig`` (``thinkingBudget``, ``thinkingLevel``,
   ``includeThoughts``), ``responseSchema``, ``functionCallingConfig.mode = "ANY"``;
+* Anthropic's Messages API: ``thinking.budget_tokens`` with ``max_tokens`` the budget + 4096,
+  ``tool_choice: {"type": "any"}``, a schema as a forced tool
+  (https://platform.claude.com/docs/en/api/messages);
 
 and the extra headers go on the request everywhere, also through ``connect().ask``.
 """
@@ -26,6 +29,7 @@ import responses
 
 import ollm_lite
 from ollm_lite import (
+    AnthropicProvider,
     ConfigError,
     GeminiProvider,
     LocalProvider,
@@ -44,6 +48,7 @@ OLLAMA = "http://ollama.test:11434"
 OPENAI = "http://openai.test:1234"
 VLLM = "http://vllm.test:8000"
 GEMINI = "http://gemini.test"
+ANTHROPIC = "http://anthropic.test:8080"
 
 NDJSON_OK = (
     json.dumps({"message": {"role": "assistant", "content": "ok"}, "done": False})
@@ -60,6 +65,21 @@ SSE_OK = (
 GEMINI_OK = (
     b'data: {"candidates":[{"content":{"role":"model","parts":[{"text":"ok"}]},'
     b'"finishReason":"STOP"}]}\n\n'
+)
+ANTHROPIC_OK = b"".join(
+    b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n"
+    for e in (
+        {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 3}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 1},
+        },
+        {"type": "message_stop"},
+    )
 )
 
 
@@ -86,6 +106,7 @@ def _answers(rsps: responses.RequestsMock) -> None:
         body=GEMINI_OK,
         content_type="text/event-stream",
     )
+    rsps.post(f"{ANTHROPIC}/v1/messages", body=ANTHROPIC_OK, content_type="text/event-stream")
 
 
 def req(**kw: Any) -> ProviderRequest:
@@ -263,6 +284,43 @@ def test_gemini_schema_required_tools_and_headers(rsps: responses.RequestsMock) 
     assert headers["X-T"] == "1"
 
 
+# --------------------------------------------------------------------------- Anthropic
+
+
+@pytest.mark.parametrize(
+    ("think", "thinking", "max_tokens"),
+    [
+        (False, None, 4096),
+        (True, {"type": "enabled", "budget_tokens": 4096}, 8192),
+        ("low", {"type": "enabled", "budget_tokens": 1024}, 5120),
+        ("high", {"type": "enabled", "budget_tokens": 16384}, 20480),
+        (2000, {"type": "enabled", "budget_tokens": 2000}, 6096),
+    ],
+)
+def test_anthropic_thinking_budget_and_max_tokens(
+    rsps: responses.RequestsMock, think: Any, thinking: Any, max_tokens: int
+) -> None:
+    provider = AnthropicProvider(base_url=ANTHROPIC)
+    assert drain(provider, req(think=think, keep_alive="5m")) == ["text", "finish"]
+    body, headers = sent(rsps, "/v1/messages")
+    assert body.get("thinking") == thinking and body["max_tokens"] == max_tokens
+    assert "keep_alive" not in json.dumps(body)
+    assert headers["anthropic-version"] == "2023-06-01" and "x-api-key" not in headers
+
+
+def test_anthropic_schema_required_tools_and_headers(rsps: responses.RequestsMock) -> None:
+    provider = AnthropicProvider(base_url=ANTHROPIC, api_key="sk-ant-k")
+    drain(provider, req(tools=[ADD], tool_choice="required", headers={"X-T": "1"}))
+    body, headers = sent(rsps, "/v1/messages")
+    assert body["tool_choice"] == {"type": "any"}
+    assert body["tools"] == [{"name": "add", "description": "Add.", "input_schema": ADD.parameters}]
+    assert headers["X-T"] == "1" and headers["x-api-key"] == "sk-ant-k"
+    drain(provider, req(response_format=SCHEMA))
+    body, _ = sent(rsps, "/v1/messages")
+    assert body["tool_choice"] == {"type": "tool", "name": "json_answer"}
+    assert body["tools"][0]["input_schema"] == SCHEMA
+
+
 # --------------------------------------------------------------------------- through connect()
 
 
@@ -287,3 +345,35 @@ def test_connect_typed_answer_sends_format(rsps: responses.RequestsMock) -> None
     assert llm.ask("Where?", schema=SCHEMA) == {"city": "Oslo"}
     body, _ = sent(rsps, "/v1/chat/completions")
     assert body["response_format"]["json_schema"]["schema"] == SCHEMA
+
+
+def test_connect_anthropic_typed_answer_is_the_forced_tool_input(
+    rsps: responses.RequestsMock,
+) -> None:
+    """``connect("anthropic")``: a schema is asked through a forced tool and the answer is
+    its ``input`` (the Messages API has no JSON mode)."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "json_answer", "input": {}}
+    events = [
+        {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 9}}},
+        {"type": "content_block_start", "index": 0, "content_block": call},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"city": "Oslo"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}},
+        {"type": "message_stop"},
+    ]
+    sse = b"".join(
+        b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n"
+        for e in events
+    )
+    rsps.replace(
+        responses.POST, f"{ANTHROPIC}/v1/messages", body=sse, content_type="text/event-stream"
+    )
+    with ollm_lite.connect("claude", host=ANTHROPIC, model="m") as llm:
+        assert llm.ask("Where?", schema=SCHEMA, headers={"X-Job": "1"}) == {"city": "Oslo"}
+    body, headers = sent(rsps, "/v1/messages")
+    assert body["tool_choice"] == {"type": "tool", "name": "json_answer"}
+    assert headers["X-Job"] == "1"

@@ -1,11 +1,11 @@
 """Only library exceptions leave the providers, whatever JSON a server sends.
 
 Any JSON value — arbitrary, or a valid chunk with one node replaced by an arbitrary value — is
-sent as a stream chunk and as an error body through the three wires (Ollama NDJSON,
-OpenAI-compatible SSE, Gemini SSE) of the public providers, served by ``responses``. A stream
-yields events only and ends with exactly one terminal event (``FinishEvent`` or
-``ErrorEvent``), last; ``chat()`` returns a ``ChatResult`` or raises an ``OllmError``;
-``list_models()`` raises only ``OllmError``; ``health()`` never raises.
+sent as a stream chunk and as an error body through the four wires (Ollama NDJSON,
+OpenAI-compatible SSE, Gemini SSE, Anthropic's Messages SSE) of the public providers, served
+by ``responses``. A stream yields events only and ends with exactly one terminal event
+(``FinishEvent`` or ``ErrorEvent``), last; ``chat()`` returns a ``ChatResult`` or raises an
+``OllmError``; ``list_models()`` raises only ``OllmError``; ``health()`` never raises.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from support.strategies import json_of
 
 from ollm_lite.errors import OllmError
+from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.providers.base import BaseProvider
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
@@ -119,12 +120,43 @@ GEMINI_CHUNKS: list[Any] = [
     {"promptFeedback": {"blockReason": "SAFETY"}},
     {"error": {"code": 500, "message": "boom", "status": "INTERNAL"}},
 ]
+#: The events of https://platform.claude.com/docs/en/build-with-claude/streaming.
+ANTHROPIC_CHUNKS: list[Any] = [
+    {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 3}}},
+    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}},
+    {
+        "type": "content_block_start",
+        "index": 1,
+        "content_block": {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+    },
+    {
+        "type": "content_block_delta",
+        "index": 1,
+        "delta": {"type": "input_json_delta", "partial_json": '{"a": 1}'},
+    },
+    {"type": "content_block_start", "index": 2, "content_block": {"type": "thinking"}},
+    {
+        "type": "content_block_delta",
+        "index": 2,
+        "delta": {"type": "signature_delta", "signature": "sig"},
+    },
+    {"type": "content_block_stop", "index": 1},
+    {
+        "type": "message_delta",
+        "delta": {"stop_reason": "tool_use"},
+        "usage": {"output_tokens": 2, "cache_read_input_tokens": 1},
+    },
+    {"type": "message_stop"},
+    {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+]
 ERROR_BODIES: list[Any] = [
     {"error": {"message": "quota", "details": [{"reason": "X", "retryDelay": "1s"}]}},
     {"error": {"message": "quota", "type": "insufficient_quota", "code": 429, "status": "S"}},
     {"detail": [{"msg": "bad"}]},
     [{"error": {"code": 429, "message": "m", "status": "RESOURCE_EXHAUSTED"}}],
     {"error": "text"},
+    {"type": "error", "error": {"type": "not_found_error", "message": "model: m"}},
 ]
 
 
@@ -206,6 +238,10 @@ def gemini() -> BaseProvider:
     return GeminiProvider(base_url=URL, retries=0, api_key="gm-secret-key-123")
 
 
+def anthropic() -> BaseProvider:
+    return AnthropicProvider(base_url=URL, retries=0, api_key="sk-ant-secret-key-123")
+
+
 PROPS = settings(
     max_examples=EXAMPLES,
     deadline=None,
@@ -235,6 +271,16 @@ def test_any_json_as_a_gemini_chunk_gives_only_events(values: list[Any]) -> None
     serve(body, 200, "text/event-stream", lambda: check_all(gemini(), error_body=False))
 
 
+@PROPS
+@given(chunk_values(ANTHROPIC_CHUNKS), st.booleans())
+def test_any_json_as_a_messages_event_gives_only_events(values: list[Any], named: bool) -> None:
+    body = b"".join(
+        (b"event: x\n" if named else b"") + b"data: " + json.dumps(v).encode() + b"\n\n"
+        for v in values
+    )
+    serve(body, 200, "text/event-stream", lambda: check_all(anthropic(), error_body=False))
+
+
 error_statuses = st.sampled_from([400, 401, 403, 404, 408, 422, 429, 500, 503, 504])
 
 
@@ -252,7 +298,7 @@ error_members = (
 @given(
     mutated(ERROR_BODIES) | error_members | any_json,
     error_statuses,
-    st.sampled_from([ollama, openai, gemini]),
+    st.sampled_from([ollama, openai, gemini, anthropic]),
 )
 def test_any_json_error_body_maps_by_status(
     value: Any, status: int, make: Callable[[], BaseProvider]
@@ -286,6 +332,11 @@ def echoes(key: str, pad: int, kind: str) -> tuple[int, str, bytes]:
         chunk = {"choices": [{"index": 0, "delta": {"content": "Hi"}}]}
         body = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps({'error': text})}\n\n"
         return 200, "text/event-stream", body.encode()
+    if kind.startswith("anthropic"):  # https://platform.claude.com/docs/en/api/errors
+        error = {"type": "error", "error": {"type": "api_error", "message": text}}
+        if kind == "anthropic-json":
+            return 400, "application/json", json.dumps(error).encode()
+        return 200, "text/event-stream", f"event: error\ndata: {json.dumps(error)}\n\n".encode()
     if kind == "ollama-stream":
         return 200, "application/x-ndjson", (json.dumps({"error": text}) + "\n").encode()
     error = {"error": {"code": 500, "message": text, "status": "INTERNAL"}}
@@ -311,11 +362,17 @@ def shown(provider: BaseProvider) -> str:
 @given(
     keys,
     st.integers(0, 1100),
-    st.sampled_from(["json", "text", "html", "openai-stream", "ollama-stream", "gemini-stream"]),
+    st.sampled_from(
+        [
+            *("json", "text", "html", "openai-stream", "ollama-stream", "gemini-stream"),
+            *("anthropic-stream", "anthropic-json"),
+        ]
+    ),
 )
 def test_no_part_of_a_key_survives_any_cut(key: str, pad: int, kind: str) -> None:
     status, ctype, body = echoes(key, pad, kind)
-    make = {"ollama": LocalProvider, "gemini": GeminiProvider}.get(kind.split("-")[0])
+    makers = {"ollama": LocalProvider, "gemini": GeminiProvider, "anthropic": AnthropicProvider}
+    make = makers.get(kind.split("-")[0])
     factory = make or OpenAICompatibleProvider
     provider = factory(base_url=URL, retries=0, api_key=key)  # type: ignore[operator]
     seen: list[str] = []
@@ -364,11 +421,26 @@ ANSWERS: dict[str, list[Any]] = {
         }
     ],
     "gemini": GEMINI_CHUNKS[:2],
+    "anthropic": [
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "t", "signature": "s"},
+                {"type": "redacted_thinking", "data": "d"},
+                {"type": "text", "text": "Hi"},
+                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 1, "output_tokens": 1, "cache_creation_input_tokens": 2},
+        }
+    ],
 }
 MAKERS: dict[str, Callable[[], BaseProvider]] = {
     "openai": openai,
     "ollama": ollama,
     "gemini": gemini,
+    "anthropic": anthropic,
 }
 
 
@@ -398,6 +470,21 @@ LISTINGS: dict[str, list[Any]] = {
                 }
             ],
             "nextPageToken": "",
+        }
+    ],
+    "anthropic": [
+        {
+            "data": [
+                {
+                    "type": "model",
+                    "id": "m",
+                    "display_name": "M",
+                    "created_at": "2025-01-01T00:00:00Z",
+                }
+            ],
+            "has_more": True,
+            "first_id": "m",
+            "last_id": "m",
         }
     ],
 }

@@ -15,6 +15,7 @@ import responses
 from ollm_lite.config import config_secrets, load_config, mask_secrets
 from ollm_lite.errors import BadResponse, OllmError, RateLimited
 from ollm_lite.http.transport import Transport
+from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.providers.base import MAX_TOOL_ARGUMENTS, MAX_TOOL_CALLS, BaseProvider
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
@@ -58,6 +59,10 @@ def ollama() -> LocalProvider:
     return LocalProvider(base_url=URL, retries=0, api_key=KEY)
 
 
+def anthropic() -> AnthropicProvider:
+    return AnthropicProvider(base_url=URL, retries=0, api_key=KEY)
+
+
 def sse(*objs: Any, done: bool = True) -> bytes:
     body = b"".join(b"data: " + json.dumps(o).encode() + b"\n\n" for o in objs)
     return body + (b"data: [DONE]\n\n" if done else b"")
@@ -81,7 +86,9 @@ ODD_ERROR_BODIES = [
 
 
 @pytest.mark.parametrize("body", ODD_ERROR_BODIES, ids=json.dumps)
-@pytest.mark.parametrize("make", [ollama, openai, gemini], ids=["ollama", "openai", "gemini"])
+@pytest.mark.parametrize(
+    "make", [ollama, openai, gemini, anthropic], ids=["ollama", "openai", "gemini", "anthropic"]
+)
 def test_an_error_body_of_any_shape_maps_by_status(
     rsps: responses.RequestsMock, body: Any, make: Callable[[], BaseProvider]
 ) -> None:
@@ -332,17 +339,28 @@ def many_calls(wire: str) -> bytes:
     if wire == "gemini":
         parts = [{"functionCall": {"name": "f", "args": {}}} for _ in range(count)]
         return sse({"candidates": [{"content": {"parts": parts}, "index": 0}]}, done=False)
+    if wire == "anthropic":
+        events: list[dict[str, Any]] = [{"type": "message_start", "message": {"content": []}}]
+        for i in range(count):
+            block = {"type": "tool_use", "id": f"toolu_{i}", "name": "f", "input": {}}
+            events += [
+                {"type": "content_block_start", "index": i, "content_block": block},
+                {"type": "content_block_stop", "index": i},
+            ]
+        return sse(*events, done=False)
     calls = [{"function": {"name": "f", "arguments": {}}} for _ in range(count)]
     line = {"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": calls}}
     return json.dumps(line).encode() + b"\n"
 
 
-@pytest.mark.parametrize("wire", ["openai", "gemini", "ollama"])
+@pytest.mark.parametrize("wire", ["openai", "gemini", "ollama", "anthropic"])
 def test_more_tool_calls_than_the_limit_end_the_stream(
     rsps: responses.RequestsMock, wire: str
 ) -> None:
     answer(rsps, many_calls(wire), ctype="text/event-stream")
-    provider = {"openai": openai, "gemini": gemini, "ollama": ollama}[wire]()
+    provider = {"openai": openai, "gemini": gemini, "ollama": ollama, "anthropic": anthropic}[
+        wire
+    ]()
     events = stream(provider)
     ended_by_a_bad_response(events)
     assert str(MAX_TOOL_CALLS) in events[-1].error.message

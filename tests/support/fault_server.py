@@ -42,6 +42,7 @@ from support.transport_support import (
 OLLAMA_CHAT = "/api/chat"
 OPENAI_CHAT = "/v1/chat/completions"
 GEMINI_CHAT = "/v1beta/models/m:streamGenerateContent"
+ANTHROPIC_CHAT = "/v1/messages"
 CANARY = "sk-CANARY-7f3e9a1c2b4d6e8f0a1b"
 """An API key that must never appear anywhere but in the auth headers of its own host."""
 
@@ -534,7 +535,8 @@ def cancel_after(event: threading.Event, seconds: float) -> threading.Timer:
 
 
 def soak_scripts(words: int = 20) -> dict[str, Script]:
-    """Keep-alive streamed chats for both wire formats, plus one that never answers."""
+    """Keep-alive streamed chats for every wire (Ollama, OpenAI, Gemini, Messages), failing
+    ones, and one that never answers."""
     text = [f" w{i}" for i in range(words)]
     ndjson = ollama_lines(text)
     sse = openai_events(text)
@@ -560,8 +562,30 @@ def soak_scripts(words: int = 20) -> dict[str, Script]:
         + b"\r\n\r\n"
         for i, w in enumerate(text)
     ]
+    # The Messages API's stream (https://platform.claude.com/docs/en/build-with-claude/streaming).
+    messages = [
+        {"type": "message_start", "message": {"content": [], "usage": {"input_tokens": 3}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        *(
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}
+            for w in text
+        ),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 2},
+        },
+        {"type": "message_stop"},
+    ]
+    anthropic = [
+        b"event: " + e["type"].encode() + b"\ndata: " + json.dumps(e).encode() + b"\n\n"
+        for e in messages
+    ]
     return {
         GEMINI_CHAT: chunks(gemini, content_type="text/event-stream", keep_alive=True),
+        ANTHROPIC_CHAT: chunks(anthropic, content_type="text/event-stream", keep_alive=True),
+        ANTHROPIC_CHAT + "/count_tokens": status(200, {"input_tokens": 3}),
         "/v1beta/models/m:countTokens": status(200, {"totalTokens": 3}),
         "/err" + OLLAMA_CHAT: status(500, {"error": "model crashed"}),
         "/reset" + OPENAI_CHAT: chunks(sse[:3], then="reset", content_type="text/event-stream"),

@@ -25,6 +25,7 @@ from typing import Any
 
 from ollm_lite.chat import ChatClient
 from ollm_lite.http.policy import Timeouts
+from ollm_lite.providers.anthropic import AnthropicProvider
 from ollm_lite.providers.gemini import GeminiProvider
 from ollm_lite.providers.ollama import LocalProvider
 from ollm_lite.providers.openai_compat import OpenAICompatibleProvider
@@ -132,6 +133,7 @@ def run_soak(chats: int = 1000, cancels: int = 100, warmup: int = 20) -> SoakRep
         LocalProvider(base_url=server.url, timeout=timeouts),
         OpenAICompatibleProvider(base_url=server.url, timeout=timeouts),
         GeminiProvider(base_url=server.url, api_key="soak-key", timeout=timeouts),
+        AnthropicProvider(base_url=server.url, api_key="soak-key", timeout=timeouts),
     ]
     hang = LocalProvider(base_url=server.url + "/hang", timeout=timeouts)
     failing = [
