@@ -12,11 +12,12 @@ A call waits for its log at most :data:`MAX_BUSY` seconds in all — its cache l
 write together (:class:`LogWait`) — and never past its deadline. SQLite's busy timeout alone
 cannot promise that: a reader that finds the ``-shm`` index locked by another process retries
 for about 10 s whatever the timeout (``walTryBeginRead`` in SQLite's ``wal.c``, ending in
-``SQLITE_PROTOCOL``). So each look-up and write runs on a short-lived thread of its own that the
-call waits for no longer than its time allows; a write still waiting then commits nothing, and
-the thread ends by itself once SQLite gives up. A call whose time is spent (its deadline came,
-or its look-ups used the 5 s) still gives its write one attempt that waits for no lock
-(:data:`NO_WAIT`), so a call answered at its deadline is still logged when its log is free.
+``SQLITE_PROTOCOL``). So each look-up and write runs on a worker thread (:class:`_Workers`)
+that the call waits for no longer than its time allows; a write still waiting then commits
+nothing, and the worker is free again once SQLite gives up. A call whose time is spent (its
+deadline came, or its look-ups used the 5 s) still gives its write one attempt that waits for
+no lock (:data:`NO_WAIT`), so a call answered at its deadline is still logged when its log is
+free.
 A look-up with no time left is a miss.
 """
 
@@ -26,6 +27,7 @@ import contextlib
 import errno
 import logging
 import os
+import queue
 import sqlite3
 import threading
 import time
@@ -156,6 +158,65 @@ class _Attempt:
             return self._given_up
 
 
+class _Workers:
+    """Daemon threads that do the log's look-ups and writes, each staying for the next one.
+
+    A thread started per operation cost about 1 ms on a busy 2-core machine (thread start and
+    join), most of a logged call's price; handing the work to a waiting worker costs tens of
+    microseconds. They are daemon threads (unlike :mod:`concurrent.futures`' workers, joined
+    at exit), so a write SQLite is still retrying never holds up the process's exit; a new one
+    starts whenever none is idle, so a worker stuck in SQLite never holds up another call; an
+    idle one ends after :attr:`IDLE_S`.
+    """
+
+    IDLE_S = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0
+        self._pid = os.getpid()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on a worker.
+
+        Raises:
+            RuntimeError: no thread could be started (the interpreter is shutting down).
+        """
+        with self._lock:
+            if self._pid != os.getpid():  # a forked child has none of its parent's threads
+                self._jobs, self._idle, self._pid = queue.SimpleQueue(), 0, os.getpid()
+            if self._idle:
+                self._idle -= 1
+                self._jobs.put(job)
+                return
+            jobs = self._jobs
+        worker = threading.Thread(
+            target=self._serve, args=(job, jobs), name="ollm-lite call log", daemon=True
+        )
+        worker.start()
+
+    def _serve(self, job: Callable[[], None], jobs: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            job()  # never raises: the job hands its outcome to its caller
+            with self._lock:
+                if jobs is not self._jobs:  # forked: this queue is no longer served
+                    return
+                self._idle += 1
+            try:
+                job = jobs.get(timeout=self.IDLE_S)
+            except queue.Empty:
+                with self._lock:
+                    try:  # a job put between the timeout and the lock is this worker's
+                        job = jobs.get_nowait()
+                    except queue.Empty:
+                        self._idle -= 1
+                        return
+
+
+_WORKERS = _Workers()
+
+
 class LogFile:
     """One client's way into one log file: a few pooled connections, a warning at most once
     per process and path.
@@ -238,7 +299,7 @@ class LogFile:
         *,
         last_try: bool = False,
     ) -> _T:
-        """``work`` done on a pooled connection, on a thread of its own, waited for no longer
+        """``work`` done on a pooled connection, on a worker thread, waited for no longer
         than ``wait`` allows (what the call has spent on its log so far counts). With less
         time left, ``last_try`` still makes one attempt that waits for no lock
         (:data:`NO_WAIT`).
@@ -253,6 +314,7 @@ class LogFile:
                 raise LogBusy("the call's time for its log is spent")
             attempt = _Attempt()
             outcome: list[tuple[bool, Any]] = []
+            finished = threading.Event()
 
             def attempt_work() -> None:
                 try:
@@ -260,22 +322,23 @@ class LogFile:
                         outcome.append((True, work(db, attempt)))
                 except BaseException as exc:  # handed to the caller, never a thread traceback
                     outcome.append((False, exc))
+                finally:
+                    finished.set()
 
-            thread = threading.Thread(target=attempt_work, name="ollm-lite call log", daemon=True)
             try:
-                thread.start()
+                _WORKERS.submit(attempt_work)
             except RuntimeError:  # no new thread (the interpreter is shutting down): in line
                 attempt_work()
             else:
                 try:
-                    thread.join(patience)
+                    done = finished.wait(patience)
                 except BaseException:
                     attempt.give_up()
                     raise
-                if thread.is_alive():
+                if not done:
                     if attempt.give_up():
                         raise LogBusy(f"the log was busy for all of the {budget:.1f} s left")
-                    thread.join()  # a commit under way: short, and its row is in the log
+                    finished.wait()  # a commit under way: short, and its row is in the log
         done, value = outcome[0]
         if not done:
             raise value
