@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, Protocol, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from ..errors import BadResponse, Cancelled, ConfigError, OllmError
 from ..http.policy import RetryPolicy, Timeouts
@@ -129,6 +129,9 @@ class HTTPProvider(BaseProvider):
     #: Another transport to the same server with the same settings but other timeouts (a
     #: model download goes silent for longer than a chat may).
     _open_transport: Callable[[Timeouts], Transport]
+    #: How a 404 on the chat path reads: the model is missing (``"model"``), or the path
+    #: (``"route"``, for a provider that tells the two apart from the server's message).
+    chat_not_found: ClassVar[Literal["model", "route"]] = "model"
 
     def _connect(
         self,
@@ -354,7 +357,7 @@ class HTTPProvider(BaseProvider):
             timeout=request.timeout,
             headers=request.headers or None,
             model=request.model,
-            not_found="model",
+            not_found=self.chat_not_found,
         )
 
     def _post_whole(self, request: ProviderRequest, path: str, body: dict[str, Any]) -> bytes:

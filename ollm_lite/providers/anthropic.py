@@ -28,8 +28,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+from .._cancel_link import deadline_for
 from ..config import env_default
 from ..errors import (
     BadResponse,
@@ -95,6 +96,7 @@ class AnthropicProvider(HTTPProvider):
 
     name: ClassVar[str] = "anthropic"
     streaming_format: ClassVar[str] = "sse"
+    chat_not_found: ClassVar[Literal["model", "route"]] = "route"  # told apart by _not_found
     capabilities: ProviderCapabilities = ProviderCapabilities(
         streaming=True,
         tool_calling=True,
@@ -175,7 +177,8 @@ class AnthropicProvider(HTTPProvider):
         ``LLM_HTTP_ERROR`` with the server's message, ``LLM_BAD_RESPONSE`` for a stream cut
         before its ``stop_reason`` …).
         """
-        started = time.monotonic()
+        # the one absolute deadline: the request's own seconds, or the call's on its cancel event
+        deadline = deadline_for(request.timeout, request.cancel)
         attempt = 0
         while True:
             state = self._state(request)
@@ -189,7 +192,7 @@ class AnthropicProvider(HTTPProvider):
                         and not state.content
                         and event.error.code == RateLimited.code
                     ):
-                        delay = self._pause(request, attempt, started)
+                        delay = self._pause(attempt, deadline)
                         if delay is not None:
                             break
                     yield event
@@ -207,10 +210,10 @@ class AnthropicProvider(HTTPProvider):
                 time.sleep(delay)
             attempt += 1
 
-    def _pause(self, request: ProviderRequest, attempt: int, started: float) -> float | None:
+    def _pause(self, attempt: int, deadline: float | None) -> float | None:
         """Seconds to wait before asking again after an overloaded or rate-limit ``error``
-        event that ended a stream before any content; ``None``: no try left."""
-        deadline = None if request.timeout is None else started + request.timeout
+        event that ended a stream before any content; ``None``: no try left (or none that
+        would end before the monotonic ``deadline``)."""
         delay = self._retry.next_delay(None, attempt, deadline)
         if delay is not None:
             logger.debug("%s: overloaded mid-stream, trying again in %.2f s", self.name, delay)
@@ -225,16 +228,7 @@ class AnthropicProvider(HTTPProvider):
     ) -> StreamResponse:
         """``POST path`` for ``request``, a 404 read by :meth:`_not_found`."""
         with self._not_found(path):
-            return self._transport.open_stream(
-                "POST",
-                path,
-                params=params,
-                json_body=body,
-                cancel=request.cancel,
-                timeout=request.timeout,
-                headers=request.headers or None,
-                model=request.model,
-            )
+            return super()._open_chat(request, path, body, params)
 
     @contextmanager
     def _not_found(self, path: str) -> Iterator[None]:

@@ -215,6 +215,24 @@ def test_overloaded_event_before_any_content_is_retried() -> None:
     assert merged(events) == [TextEvent("Hello!"), FinishEvent("stop", Usage(25, 15, 40))]
 
 
+def test_an_overloaded_event_is_not_retried_past_the_calls_deadline() -> None:
+    """The call's deadline rides on the request's cancel event (no ``timeout`` seconds on the
+    request): a retry whose backoff (22.5 s at least here) would end after it is not made."""
+    import time
+
+    from ollm_lite._cancel_link import LinkedEvent
+    from ollm_lite.http.policy import RetryPolicy
+
+    first = stream(message_start(), OVERLOADED)
+    with serve({MESSAGES: sequence(stream_script(first), stream_script(BASIC))}) as server:
+        provider = AnthropicProvider(base_url=server.url)
+        provider._retry = RetryPolicy(backoff=30.0, max_backoff=60.0)
+        cancel = LinkedEvent(deadline=time.monotonic() + 10.0)
+        events = list(provider.chat_stream(request(cancel=cancel)))
+        assert len(server.requests) == 1
+    assert isinstance(events[-1], ErrorEvent) and events[-1].error.code == "LLM_RATE_LIMITED"
+
+
 def test_stream_cut_before_stop_reason_is_a_bad_response() -> None:
     events, _ = run(BASIC[:4], then="close")
     assert events[0] == TextEvent("Hello")
