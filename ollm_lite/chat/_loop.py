@@ -325,23 +325,23 @@ class ChatLoop:
         """Stream one response into ``turn`` (``None`` when it finished, else how it ended);
         its usage joins the chat's."""
         stream = adapter.chat_stream(request)
-        reading = read_turn(stream, turn, forward=forward, cancel=self.cancel)
+
+        def in_call_terms(event: ErrorEvent) -> ErrorEvent:
+            return self._in_call_terms(event, request.model)
+
         try:
-            while True:
-                try:
-                    event = next(reading)
-                except StopIteration as done:
-                    ending: Ending | None = done.value
-                    return ending
-                yield self._in_call_terms(event, request.model)
+            return (
+                yield from read_turn(
+                    stream, turn, forward=forward, cancel=self.cancel, error=in_call_terms
+                )
+            )
         finally:
-            reading.close()
             self.usage = add_usage(self.usage, turn.usage)
 
-    def _in_call_terms(self, event: ChatEvent, model: str) -> ChatEvent:
+    def _in_call_terms(self, event: ErrorEvent, model: str) -> ErrorEvent:
         """A request's ``LLM_TIMEOUT`` met at the call's deadline as the call's own: named by
         the ``timeout`` the caller gave, not by the seconds that request had left."""
-        if not isinstance(event, ErrorEvent) or event.error.code != "LLM_TIMEOUT":
+        if event.error.code != "LLM_TIMEOUT":
             return event
         left = self.settings.remaining()
         if left is None or left > 0:  # the request's own limit, not the call's

@@ -9,7 +9,7 @@ ended in the :mod:`internal vocabulary <ollm_lite.types._finish_reasons>`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterable
+from collections.abc import Callable, Generator, Iterable
 
 from ..types import (
     ChatEvent,
@@ -30,7 +30,12 @@ _NO_FINISH = "the provider's stream ended without a finish event"
 
 
 def read_turn(
-    stream: Iterable[ProviderEvent], turn: Turn, *, forward: bool, cancel: threading.Event
+    stream: Iterable[ProviderEvent],
+    turn: Turn,
+    *,
+    forward: bool,
+    cancel: threading.Event,
+    error: Callable[[ErrorEvent], ErrorEvent] | None = None,
 ) -> Generator[ChatEvent, None, Ending | None]:
     """Read ``stream`` into ``turn``: ``None`` when it finished, else how it ended.
 
@@ -38,6 +43,8 @@ def read_turn(
         stream: The provider's events for one request.
         turn: Receives the text, thinking, tool calls, usage and finish reason.
         forward: Whether text events go out as they arrive (ReAct holds them back).
+        error: Turns the stream's error event into the one the chat shows (``None``: as
+            it is).
         cancel: Checked between events, for an adapter that does not watch it itself.
     """
     text: list[str] = []
@@ -67,7 +74,7 @@ def read_turn(
                 if event.error.code == "CANCELLED" or cancel.is_set():
                     ending = "cancelled"
                 else:
-                    yield event
+                    yield event if error is None else error(event)
                 break
         else:  # the provider broke its contract: no terminal event
             yield ErrorEvent(ErrorInfo(_NO_FINISH, "LLM_BAD_RESPONSE"))
